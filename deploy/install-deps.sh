@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything dedupd needs to build and test, from Debian 12's archive.
+# Shared by the README, .ci/run and the Dockerfile; safe to run again.
+#   deploy/install-deps.sh           build and test dependencies
+#   deploy/install-deps.sh --runtime only the shared libraries the binary links
+set -euo pipefail
+
+build_packages=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev libgrpc-dev
+  librocksdb-dev libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev
+  libgtest-dev libgmock-dev python3 procps
+)
+runtime_packages=(
+  libgrpc++1.51 libprotobuf32 librocksdb7.8 libspdlog1.10 libfmt9
+  libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 ca-certificates
+)
+
+packages=("${build_packages[@]}")
+if [ "${1:-}" = "--runtime" ]; then
+  packages=("${runtime_packages[@]}")
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

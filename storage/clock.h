@@ -1,0 +1,42 @@
+#ifndef DEDUP_STORAGE_CLOCK_H_
+#define DEDUP_STORAGE_CLOCK_H_
+
+#include <atomic>
+#include <cstdint>
+
+namespace dedup::storage {
+
+// The source of "now" for leases, retention and compaction. Every time the
+// storage layer compares against is read through a Clock so that tests can
+// move time instead of sleeping. Implementations are thread-safe.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Wall-clock time in Unix epoch milliseconds. Lease and retention expiry
+  // are stored and reported as wall-clock instants, so they survive restarts.
+  virtual int64_t NowMs() const = 0;
+};
+
+// The real clock (std::chrono::system_clock).
+class SystemClock final : public Clock {
+ public:
+  int64_t NowMs() const override;
+  // A process-wide instance; never destroyed.
+  static SystemClock* Default();
+};
+
+// A clock that only moves when told to. For tests.
+class ManualClock final : public Clock {
+ public:
+  explicit ManualClock(int64_t start_ms) : now_ms_(start_ms) {}
+  int64_t NowMs() const override { return now_ms_.load(); }
+  void AdvanceMs(int64_t delta_ms) { now_ms_.fetch_add(delta_ms); }
+  void SetMs(int64_t now_ms) { now_ms_.store(now_ms); }
+
+ private:
+  std::atomic<int64_t> now_ms_;
+};
+
+}  // namespace dedup::storage
+
+#endif  // DEDUP_STORAGE_CLOCK_H_

@@ -1,0 +1,45 @@
+#include "storage/operation.h"
+
+namespace dedup::storage {
+
+const char* OutcomeName(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kAcquired:
+      return "ACQUIRED";
+    case Outcome::kInProgress:
+      return "IN_PROGRESS";
+    case Outcome::kCompleted:
+      return "COMPLETED";
+    case Outcome::kFailed:
+      return "FAILED";
+    case Outcome::kMismatch:
+      return "MISMATCH";
+    case Outcome::kOk:
+      return "OK";
+    case Outcome::kAlreadyCompleted:
+      return "ALREADY_COMPLETED";
+    case Outcome::kStaleToken:
+      return "STALE_TOKEN";
+    case Outcome::kNotFound:
+      return "NOT_FOUND";
+    case Outcome::kFound:
+      return "FOUND";
+    case Outcome::kAbsent:
+      return "ABSENT";
+  }
+  return "UNKNOWN";
+}
+
+const std::string& OpNamespace(const Operation& op) {
+  return std::visit([](const auto& o) -> const std::string& { return o.ns; }, op);
+}
+
+const std::string& OpKey(const Operation& op) {
+  return std::visit([](const auto& o) -> const std::string& { return o.key; }, op);
+}
+
+bool IsReadOnly(const Operation& op) {
+  return std::holds_alternative<QueryOp>(op);
+}
+
+}  // namespace dedup::storage

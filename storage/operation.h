@@ -1,0 +1,93 @@
+#ifndef DEDUP_STORAGE_OPERATION_H_
+#define DEDUP_STORAGE_OPERATION_H_
+
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include "storage/record.h"
+
+namespace dedup::storage {
+
+// The operations of DESIGN §4, with every policy value already resolved by
+// the caller (the server validates input and applies namespace policy; the
+// storage layer trusts what it is given).
+
+struct ClaimOp {
+  std::string ns;
+  std::string key;
+  std::string owner;
+  std::string fingerprint;      // Empty: none given.
+  int64_t lease_ms = 0;         // > 0.
+  uint32_t max_attempts = 0;    // > 0; acquisitions before poisoning.
+  int64_t failed_retention_ms = 0;  // How long a poisoned key is kept.
+};
+
+struct CompleteOp {
+  std::string ns;
+  std::string key;
+  uint64_t token = 0;
+  std::string result;
+  int64_t retention_ms = 0;  // > 0.
+};
+
+struct ReleaseOp {
+  std::string ns;
+  std::string key;
+  uint64_t token = 0;
+  uint32_t max_attempts = 0;
+  int64_t failed_retention_ms = 0;
+};
+
+struct ExtendOp {
+  std::string ns;
+  std::string key;
+  uint64_t token = 0;
+  int64_t lease_ms = 0;  // > 0; the new lease runs from now.
+};
+
+struct QueryOp {
+  std::string ns;
+  std::string key;
+};
+
+using Operation = std::variant<ClaimOp, CompleteOp, ReleaseOp, ExtendOp, QueryOp>;
+
+// Outcomes of all operations, named as in the API.
+enum class Outcome {
+  // Claim
+  kAcquired,
+  kInProgress,
+  kCompleted,
+  kFailed,  // Claim of a poisoned key, or a Release that poisoned it.
+  kMismatch,
+  // Complete, Release, Extend
+  kOk,
+  kAlreadyCompleted,
+  kStaleToken,
+  kNotFound,
+  // Query
+  kFound,
+  kAbsent,
+};
+
+const char* OutcomeName(Outcome outcome);
+
+// What an operation answered, and the record as the caller may see it after
+// the operation (state is the effective state; for kAbsent the record holds
+// whatever history is left, such as the last token of a lapsed lease).
+struct OpResult {
+  Outcome outcome = Outcome::kAbsent;
+  Record record;
+  bool takeover = false;  // Claim: acquired over an expired lease.
+};
+
+// The namespace and key an operation addresses.
+const std::string& OpNamespace(const Operation& op);
+const std::string& OpKey(const Operation& op);
+// True for operations that never write (Query).
+bool IsReadOnly(const Operation& op);
+
+}  // namespace dedup::storage
+
+#endif  // DEDUP_STORAGE_OPERATION_H_

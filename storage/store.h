@@ -1,0 +1,163 @@
+#ifndef DEDUP_STORAGE_STORE_H_
+#define DEDUP_STORAGE_STORE_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "storage/clock.h"
+#include "storage/operation.h"
+#include "storage/record.h"
+#include "storage/token_allocator.h"
+#include "storage/ttl_compaction_filter.h"
+
+namespace rocksdb {
+class ColumnFamilyHandle;
+class DB;
+class EventListener;
+}  // namespace rocksdb
+
+namespace dedup::storage {
+
+enum class Durability {
+  // A write returns only after its WAL record is synced to disk; concurrent
+  // writers share one sync (RocksDB group commit).
+  kFsync,
+  // A write returns once its WAL record is in the operating system's
+  // buffers; a background thread syncs periodically. A process crash loses
+  // nothing, a machine crash may lose the last interval.
+  kBuffered,
+};
+
+struct StoreOptions {
+  std::string path;
+  // Shards of a new data directory. 0: the existing count, or kDefaultShards
+  // for a new one. A non-zero value that differs from an existing data
+  // directory's count is refused.
+  uint32_t shards = 0;
+  Durability durability = Durability::kFsync;
+  int64_t buffered_sync_interval_ms = 100;
+  // How long after its lease ends an abandoned IN_PROGRESS or RELEASED
+  // record is kept before compaction may drop it.
+  int64_t abandoned_grace_ms = 60 * 60 * 1000;
+  // RocksDB periodic compaction: files older than this are recompacted so
+  // that expired records in cold files are dropped. 0 disables it.
+  uint64_t periodic_compaction_seconds = 24 * 60 * 60;
+  // Tokens reserved per persisted ceiling (see token_allocator.h).
+  uint64_t token_block = 1 << 16;
+  // Source of time; must outlive the store.
+  const Clock* clock = SystemClock::Default();
+};
+
+inline constexpr uint32_t kDefaultShards = 16;
+inline constexpr uint32_t kMaxShards = 4096;
+
+// Where a scan resumes: the shard and the last storage key returned there.
+struct ScanCursor {
+  uint32_t shard = 0;
+  std::string after;  // Empty: the start of the shard's namespace range.
+  bool done = false;
+};
+
+struct ScanQuery {
+  std::string ns;
+  State state = State::kAbsent;  // kAbsent: every live state.
+  int64_t min_age_ms = 0;        // now - updated_ms must be at least this.
+};
+
+struct ScanPage {
+  std::vector<Record> records;
+  ScanCursor next;
+};
+
+// The deduplication records of one data directory: RocksDB with one column
+// family per shard, lazy expiry on every read, TTL compaction and fencing
+// tokens that never go backwards.
+//
+// Thread-safe: all methods may be called concurrently. Operations on
+// different keys proceed in parallel (and share WAL syncs); operations on
+// the same key are serialized.
+class Store {
+ public:
+  // Opens or creates the data directory. Errors: FAILED_PRECONDITION when
+  // the directory is locked by another process or was created with another
+  // shard count; INVALID_ARGUMENT for bad options; UNAVAILABLE for I/O.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+
+  // Syncs the WAL and closes the database.
+  ~Store();
+
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Applies `ops` in order, each on its own, and answers each in the same
+  // position. Operations on the same key see the effects of earlier ones.
+  // Every change is persisted (per the durability mode) before this
+  // returns; if persisting fails, every answer is UNAVAILABLE and nothing
+  // was acknowledged.
+  std::vector<absl::StatusOr<OpResult>> Apply(absl::Span<const Operation> ops);
+  absl::StatusOr<OpResult> Apply(const Operation& op);
+
+  // Up to `max_records` live records of `query.ns` from `from` on, in shard
+  // order. Pass the returned cursor back to continue until it is done.
+  absl::StatusOr<ScanPage> Scan(const ScanQuery& query, const ScanCursor& from,
+                                size_t max_records) const;
+
+  // Compacts every shard fully, running the TTL filter over all records.
+  // For tests and operators; periodic compaction does this over time.
+  absl::Status CompactAll();
+
+  // Syncs the WAL and flushes memtables.
+  absl::Status Flush();
+
+  // OK, or the first RocksDB background error since open.
+  absl::Status BackgroundError() const;
+
+  uint32_t shard_count() const { return static_cast<uint32_t>(shards_.size()); }
+  const CompactionDrops& compaction_drops() const { return *drops_; }
+  const StoreOptions& options() const { return options_; }
+
+ private:
+  class ErrorListener;
+  static constexpr size_t kStripes = 4096;
+
+  Store(const StoreOptions& options, std::unique_ptr<CompactionDrops> drops);
+  absl::Status OpenDb();
+  absl::Status InitMeta(bool created);
+  absl::StatusOr<std::optional<Record>> Read(uint32_t shard,
+                                             const std::string& storage_key,
+                                             const Operation& op) const;
+  void SyncLoop();
+
+  // Constant after Open.
+  const StoreOptions options_;
+  const std::unique_ptr<CompactionDrops> drops_;
+  std::shared_ptr<ErrorListener> listener_;
+  rocksdb::DB* db_ = nullptr;
+  rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // The default family.
+  std::vector<rocksdb::ColumnFamilyHandle*> shards_;
+  std::vector<std::unique_ptr<TokenAllocator>> tokens_;
+
+  // Serializes operations on keys that hash to the same stripe. Always
+  // locked in ascending index order.
+  mutable std::array<absl::Mutex, kStripes> stripes_;
+
+  // Background WAL sync (buffered durability).
+  absl::Mutex sync_mu_;
+  bool stopping_ ABSL_GUARDED_BY(sync_mu_) = false;
+  std::thread sync_thread_;
+};
+
+}  // namespace dedup::storage
+
+#endif  // DEDUP_STORAGE_STORE_H_
