@@ -1,0 +1,65 @@
+#include "server/dedup_server.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace dedup::server {
+
+absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(
+    const ServerSettings& settings, const storage::Clock* clock) {
+  std::unique_ptr<DedupServer> server(new DedupServer());
+  storage::StoreOptions store_options = settings.store;
+  if (clock != nullptr) store_options.clock = clock;
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      storage::Store::Open(store_options);
+  if (!store.ok()) return store.status();
+  server->store_ = std::move(*store);
+  server->pool_ = std::make_unique<WorkerPool>(settings.workers);
+  server->service_ = std::make_unique<DedupService>(
+      server->store_.get(), server->pool_.get(),
+      RequestTranslator(settings.policies, settings.max_key_bytes));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(settings.listen, grpc::InsecureServerCredentials(),
+                           &server->port_);
+  builder.RegisterService(server->service_.get());
+  server->grpc_server_ = builder.BuildAndStart();
+  if (server->grpc_server_ == nullptr || server->port_ == 0) {
+    server->grpc_server_.reset();
+    server->pool_->Shutdown();
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", settings.listen,
+        " (address in use, or not an address this machine has)"));
+  }
+  server->grpc_server_->GetHealthCheckService()->SetServingStatus(
+      v1::Dedup::service_full_name(), true);
+  return server;
+}
+
+DedupServer::~DedupServer() { Shutdown(absl::ZeroDuration()); }
+
+void DedupServer::Shutdown(absl::Duration grace) {
+  if (stopped_) return;
+  stopped_ = true;
+  if (grpc_server_ != nullptr) {
+    grpc_server_->GetHealthCheckService()->Shutdown();
+    // Waits for in-flight calls until the deadline, then cancels them; the
+    // workers keep running meanwhile, so every call gets its Finish.
+    grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    grpc_server_->Wait();
+  }
+  if (pool_ != nullptr) pool_->Shutdown();
+  grpc_server_.reset();
+  service_.reset();
+  pool_.reset();
+  store_.reset();  // Syncs the WAL and closes RocksDB.
+}
+
+}  // namespace dedup::server

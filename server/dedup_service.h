@@ -1,0 +1,71 @@
+#ifndef DEDUP_SERVER_DEDUP_SERVICE_H_
+#define DEDUP_SERVER_DEDUP_SERVICE_H_
+
+#include "dedup/v1/dedup.grpc.pb.h"
+#include "server/request_translator.h"
+#include "server/worker_pool.h"
+#include "storage/store.h"
+
+namespace dedup::server {
+
+// Most operations in one Batch (or one Stream message).
+inline constexpr int kMaxBatchOperations = 1000;
+
+// INVALID_ARGUMENT when `request` holds more than kMaxBatchOperations.
+absl::Status CheckBatchSize(const v1::BatchRequest& request);
+
+// The dedup.v1.Dedup service on gRPC's callback API. Handlers validate on
+// the gRPC thread, run storage work on the worker pool and finish from
+// there, so no gRPC thread waits on disk and independent keys proceed in
+// parallel.
+class DedupService final : public v1::Dedup::CallbackService {
+ public:
+  // `store` and `pool` must outlive the service.
+  DedupService(storage::Store* store, WorkerPool* pool, RequestTranslator translator);
+
+  grpc::ServerUnaryReactor* Claim(grpc::CallbackServerContext* context,
+                                  const v1::ClaimRequest* request,
+                                  v1::ClaimResponse* response) override;
+  grpc::ServerUnaryReactor* Complete(grpc::CallbackServerContext* context,
+                                     const v1::CompleteRequest* request,
+                                     v1::CompleteResponse* response) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* context,
+                                    const v1::ReleaseRequest* request,
+                                    v1::ReleaseResponse* response) override;
+  grpc::ServerUnaryReactor* Extend(grpc::CallbackServerContext* context,
+                                   const v1::ExtendRequest* request,
+                                   v1::ExtendResponse* response) override;
+  grpc::ServerUnaryReactor* Query(grpc::CallbackServerContext* context,
+                                  const v1::QueryRequest* request,
+                                  v1::QueryResponse* response) override;
+  grpc::ServerUnaryReactor* Batch(grpc::CallbackServerContext* context,
+                                  const v1::BatchRequest* request,
+                                  v1::BatchResponse* response) override;
+  grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse>* Stream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerWriteReactor<v1::Record>* Scan(grpc::CallbackServerContext* context,
+                                             const v1::ScanRequest* request) override;
+
+  // Runs one batch: each item validated and answered on its own, the valid
+  // ones applied to storage together. Blocks on storage; call it from a
+  // worker.
+  void ExecuteBatch(const v1::BatchRequest& request, v1::BatchResponse* response);
+
+  WorkerPool* pool() const { return pool_; }
+  storage::Store* store() const { return store_; }
+  const RequestTranslator& translator() const { return translator_; }
+
+ private:
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
+                                  const Request* request, Response* response,
+                                  void (*fill)(const storage::OpResult&, Response*));
+
+  storage::Store* const store_;
+  WorkerPool* const pool_;
+  const RequestTranslator translator_;
+};
+
+}  // namespace dedup::server
+
+#endif  // DEDUP_SERVER_DEDUP_SERVICE_H_

@@ -1,0 +1,163 @@
+// dedupd: the deduplication server. See README.md and --help.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/time/time.h"
+#include "server/dedup_server.h"
+#include "server/server_settings.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, config, "",
+          "Configuration file in protobuf text format (see "
+          "deploy/dedupd.textproto). Flags below override the fields they name.");
+ABSL_FLAG(std::string, listen, "", "gRPC listen address [config: listen; default 127.0.0.1:7400].");
+ABSL_FLAG(std::string, data_dir, "",
+          "Data directory, created if missing [config: data_dir; default ./dedupd-data].");
+ABSL_FLAG(uint32_t, shards, 0,
+          "Shards of a new data directory; an existing one keeps its count and a "
+          "different value is refused [config: shards; default 16].");
+ABSL_FLAG(std::string, durability, "",
+          "fsync (reply after the WAL is synced) or buffered (WAL synced in the "
+          "background) [config: durability; default fsync].");
+ABSL_FLAG(bool, strict, false,
+          "Refuse namespaces that the config does not declare (NOT_FOUND) "
+          "[config: strict_namespaces].");
+ABSL_FLAG(uint32_t, workers, 0, "Storage worker threads [config: workers; default 32].");
+ABSL_FLAG(uint32_t, max_key_bytes, 0, "Longest key in bytes [config: max_key_bytes; default 512].");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
+ABSL_FLAG(std::string, port_file, "",
+          "After binding, write the gRPC port to this file (useful with port 0).");
+ABSL_FLAG(bool, check_config, false, "Validate the configuration, print it and exit.");
+
+namespace {
+
+using dedup::v1::ServerConfig;
+
+constexpr char kUsage[] =
+    R"(a networked deduplication server (gRPC dedup.v1.Dedup).
+
+Consumers Claim a key before a side effect, Complete it with the result
+afterwards, and every duplicate delivery gets the stored result instead of
+running again. State lives in RocksDB under --data_dir.
+
+Usage:
+  dedupd [--config=FILE] [--listen=HOST:PORT] [--data_dir=DIR] [flags]
+
+Examples:
+  dedupd --data_dir=/var/lib/dedupd
+  dedupd --config=/etc/dedupd/dedupd.textproto --listen=0.0.0.0:7400
+  dedupd --config=dedupd.textproto --check_config
+
+Signals: SIGTERM or SIGINT drain in-flight calls, sync the WAL and exit 0.
+Exit codes: 0 clean shutdown, 2 bad flags or config, 1 cannot start.)";
+
+// The config file, with flags that were given laid over it.
+absl::StatusOr<ServerConfig> LoadConfig() {
+  ServerConfig config;
+  const std::string path = absl::GetFlag(FLAGS_config);
+  if (!path.empty()) {
+    absl::StatusOr<ServerConfig> parsed = dedup::server::ParseConfigFile(path);
+    if (!parsed.ok()) return parsed.status();
+    config = *parsed;
+  }
+  if (!absl::GetFlag(FLAGS_listen).empty()) config.set_listen(absl::GetFlag(FLAGS_listen));
+  if (!absl::GetFlag(FLAGS_data_dir).empty()) config.set_data_dir(absl::GetFlag(FLAGS_data_dir));
+  if (absl::GetFlag(FLAGS_shards) != 0) config.set_shards(absl::GetFlag(FLAGS_shards));
+  if (!absl::GetFlag(FLAGS_durability).empty()) {
+    config.set_durability(absl::GetFlag(FLAGS_durability));
+  }
+  if (absl::GetFlag(FLAGS_strict)) config.set_strict_namespaces(true);
+  if (absl::GetFlag(FLAGS_workers) != 0) config.set_workers(absl::GetFlag(FLAGS_workers));
+  if (absl::GetFlag(FLAGS_max_key_bytes) != 0) {
+    config.set_max_key_bytes(absl::GetFlag(FLAGS_max_key_bytes));
+  }
+  return config;
+}
+
+bool SetLogLevel(const std::string& name) {
+  const spdlog::level::level_enum level = spdlog::level::from_str(name);
+  if (level == spdlog::level::off && name != "off") return false;
+  spdlog::set_level(level);
+  return true;
+}
+
+// Blocks the shutdown signals in this thread and every thread it starts, so
+// that they are taken only by the sigwait in main.
+sigset_t BlockShutdownSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "server/main.cc");
+  };
+  usage_config.version_string = [] { return std::string("dedupd 0.1.0\n"); };
+  absl::SetFlagsUsageConfig(usage_config);
+  absl::ParseCommandLine(argc, argv);
+
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l dedupd: %v");
+  if (!SetLogLevel(absl::GetFlag(FLAGS_log_level))) {
+    std::cerr << "dedupd: --log_level: unknown level '" << absl::GetFlag(FLAGS_log_level)
+              << "' (trace, debug, info, warn, error, off)\n";
+    return 2;
+  }
+  absl::StatusOr<ServerConfig> config = LoadConfig();
+  absl::StatusOr<dedup::server::ServerSettings> settings =
+      config.ok() ? dedup::server::ResolveSettings(*config)
+                  : absl::StatusOr<dedup::server::ServerSettings>(config.status());
+  if (!settings.ok()) {
+    std::cerr << "dedupd: bad configuration: " << settings.status().message() << "\n";
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_check_config)) {
+    std::cout << "configuration OK: " << dedup::server::DescribeSettings(*settings) << "\n";
+    return 0;
+  }
+
+  const sigset_t signals = BlockShutdownSignals();
+  spdlog::info("starting: {}", dedup::server::DescribeSettings(*settings));
+  absl::StatusOr<std::unique_ptr<dedup::server::DedupServer>> server =
+      dedup::server::DedupServer::Start(*settings);
+  if (!server.ok()) {
+    spdlog::error("cannot start: {}", std::string(server.status().message()));
+    return 1;
+  }
+  spdlog::info("serving dedup.v1.Dedup on {} (port {}), data in {} with {} shards",
+               settings->listen, (*server)->port(), settings->store.path,
+               (*server)->store()->shard_count());
+
+  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
+    std::ofstream out(port_file, std::ios::trunc);
+    out << (*server)->port() << "\n";
+    if (!out.flush()) {
+      spdlog::error("cannot write --port_file {}", port_file);
+      return 1;
+    }
+  }
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("received {}: draining in-flight calls (up to {} ms)",
+               signal_number == SIGTERM ? "SIGTERM" : "SIGINT", settings->shutdown_grace_ms);
+  (*server)->Shutdown(absl::Milliseconds(settings->shutdown_grace_ms));
+  spdlog::info("stopped cleanly");
+  return 0;
+}

@@ -1,0 +1,96 @@
+#include "server/scan_reactor.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/dedup_service.h"
+#include "server/response_builder.h"
+#include "server/status_convert.h"
+
+namespace dedup::server {
+namespace {
+
+absl::StatusOr<storage::State> StateFilter(v1::RecordState state) {
+  switch (state) {
+    case v1::STATE_UNSPECIFIED:
+      return storage::State::kAbsent;  // Every live state.
+    case v1::STATE_IN_PROGRESS:
+      return storage::State::kInProgress;
+    case v1::STATE_COMPLETED:
+      return storage::State::kCompleted;
+    case v1::STATE_RELEASED:
+      return storage::State::kReleased;
+    case v1::STATE_FAILED:
+      return storage::State::kFailed;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "state: must be a stored state (IN_PROGRESS, COMPLETED, RELEASED, FAILED) "
+          "or unset, got ",
+          v1::RecordState_Name(state)));
+  }
+}
+
+}  // namespace
+
+ScanReactor::ScanReactor(DedupService* service, const v1::ScanRequest& request)
+    : service_(service), limit_(request.limit()) {
+  absl::StatusOr<const Policy*> policy = service_->translator().Resolve(request.namespace_());
+  absl::StatusOr<storage::State> state = StateFilter(request.state());
+  absl::Status invalid = !policy.ok() ? policy.status() : state.status();
+  if (!invalid.ok()) {
+    Finish(ToGrpcStatus(invalid));
+    return;
+  }
+  query_.ns = request.namespace_();
+  query_.state = *state;
+  query_.min_age_ms = static_cast<int64_t>(
+      std::min<uint64_t>(request.min_age_ms(), kMaxRetentionMs));
+  FetchPage();
+}
+
+void ScanReactor::FetchPage() {
+  const bool queued = service_->pool()->Submit([this] {
+    absl::StatusOr<storage::ScanPage> page =
+        service_->store()->Scan(query_, cursor_, kPageSize);
+    if (!page.ok()) {
+      Finish(ToGrpcStatus(page.status()));
+      return;
+    }
+    cursor_ = page->next;
+    page_.clear();
+    next_ = 0;
+    for (const storage::Record& record : page->records) {
+      FillRecord(record, &page_.emplace_back());
+    }
+    WriteNext();
+  });
+  if (!queued) {
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+  }
+}
+
+void ScanReactor::WriteNext() {
+  if (cancelled_) {
+    Finish(grpc::Status::CANCELLED);
+    return;
+  }
+  const bool limit_reached = limit_ != 0 && written_ >= limit_;
+  if (!limit_reached && next_ < page_.size()) {
+    ++written_;
+    StartWrite(&page_[next_++]);
+    return;
+  }
+  if (limit_reached || cursor_.done) {
+    Finish(grpc::Status::OK);
+    return;
+  }
+  FetchPage();
+}
+
+void ScanReactor::OnWriteDone(bool ok) {
+  if (!ok) {
+    Finish(grpc::Status::CANCELLED);
+    return;
+  }
+  WriteNext();
+}
+
+}  // namespace dedup::server

@@ -1,0 +1,197 @@
+#include "server/server_settings.h"
+
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace dedup::server {
+namespace {
+
+constexpr char kDefaultListen[] = "127.0.0.1:7400";
+constexpr char kDefaultDataDir[] = "./dedupd-data";
+constexpr uint32_t kMaxKeyBytesLimit = 64 * 1024;
+constexpr uint32_t kMaxResultBytesLimit = 3 * 1024 * 1024;  // Under gRPC's 4 MiB.
+
+class CollectErrors final : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    errors_.push_back(absl::StrCat("line ", line + 1, ":", column + 1, ": ", message));
+  }
+  std::string Joined() const { return absl::StrJoin(errors_, "; "); }
+
+ private:
+  std::vector<std::string> errors_;
+};
+
+// Parses `text` as a duration of at least `min_ms` into `out_ms`, keeping
+// `fallback_ms` when the field is unset.
+absl::Status ParseDurationField(const std::string& text, int64_t fallback_ms,
+                                int64_t min_ms, const std::string& field,
+                                int64_t* out_ms) {
+  if (text.empty()) {
+    *out_ms = fallback_ms;
+    return absl::OkStatus();
+  }
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d) || d == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": '", text, "' is not a duration (write e.g. \"30s\", \"10m\", \"24h\")"));
+  }
+  *out_ms = absl::ToInt64Milliseconds(d);
+  if (*out_ms < min_ms) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be at least ", min_ms, "ms, got '", text, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// Fills `out` from `in`, taking unset fields from `base`.
+absl::Status ResolvePolicy(const v1::NamespacePolicy& in, const Policy& base,
+                           const std::string& field, Policy* out) {
+  absl::Status s;
+  s.Update(ParseDurationField(in.lease_default(), base.lease_default_ms, 1,
+                              field + ".lease_default", &out->lease_default_ms));
+  s.Update(ParseDurationField(in.lease_max(), base.lease_max_ms, 1,
+                              field + ".lease_max", &out->lease_max_ms));
+  s.Update(ParseDurationField(in.retention_default(), base.retention_default_ms, 1,
+                              field + ".retention_default", &out->retention_default_ms));
+  s.Update(ParseDurationField(in.retention_floor(), base.retention_floor_ms, 0,
+                              field + ".retention_floor", &out->retention_floor_ms));
+  if (!s.ok()) return s;
+  out->max_result_bytes =
+      in.max_result_bytes() != 0 ? in.max_result_bytes() : base.max_result_bytes;
+  out->max_attempts = in.max_attempts() != 0 ? in.max_attempts() : base.max_attempts;
+  if (out->lease_default_ms > out->lease_max_ms) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".lease_default: ", out->lease_default_ms,
+        "ms is above lease_max ", out->lease_max_ms, "ms"));
+  }
+  if (out->retention_default_ms < out->retention_floor_ms) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".retention_default: ", out->retention_default_ms,
+        "ms is below retention_floor ", out->retention_floor_ms, "ms"));
+  }
+  if (out->max_result_bytes > kMaxResultBytesLimit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".max_result_bytes: must be at most ", kMaxResultBytesLimit, ", got ",
+        out->max_result_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveStorage(const v1::ServerConfig& config, storage::StoreOptions* out) {
+  out->path = config.data_dir().empty() ? kDefaultDataDir : config.data_dir();
+  if (config.shards() > storage::kMaxShards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shards: must be 1..", storage::kMaxShards, ", got ", config.shards()));
+  }
+  out->shards = config.shards();
+  if (config.durability().empty() || config.durability() == "fsync") {
+    out->durability = storage::Durability::kFsync;
+  } else if (config.durability() == "buffered") {
+    out->durability = storage::Durability::kBuffered;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "durability: must be \"fsync\" or \"buffered\", got \"", config.durability(), "\""));
+  }
+  int64_t periodic_ms = 0;
+  absl::Status s;
+  s.Update(ParseDurationField(config.buffered_sync_interval(), 100, 1,
+                              "buffered_sync_interval", &out->buffered_sync_interval_ms));
+  s.Update(ParseDurationField(config.abandoned_grace(), 3600'000, 0, "abandoned_grace",
+                              &out->abandoned_grace_ms));
+  s.Update(ParseDurationField(config.periodic_compaction(), 24 * 3600'000LL, 0,
+                              "periodic_compaction", &periodic_ms));
+  out->periodic_compaction_seconds = static_cast<uint64_t>(periodic_ms / 1000);
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ServerConfig> ParseConfigText(const std::string& text) {
+  v1::ServerConfig config;
+  google::protobuf::TextFormat::Parser parser;
+  CollectErrors errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &config)) {
+    return absl::InvalidArgumentError(errors.Joined());
+  }
+  return config;
+}
+
+absl::StatusOr<v1::ServerConfig> ParseConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read config file ", path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<v1::ServerConfig> config = ParseConfigText(text.str());
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config file ", path, ": ", config.status().message()));
+  }
+  return config;
+}
+
+absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config) {
+  ServerSettings settings;
+  settings.listen = config.listen().empty() ? kDefaultListen : config.listen();
+  settings.max_key_bytes = config.max_key_bytes() != 0 ? config.max_key_bytes() : 512;
+  if (settings.max_key_bytes > kMaxKeyBytesLimit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_key_bytes: must be at most ", kMaxKeyBytesLimit, ", got ",
+        settings.max_key_bytes));
+  }
+  settings.workers = config.workers() != 0 ? config.workers() : 32;
+  if (settings.workers > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("workers: must be 1..1024, got ", settings.workers));
+  }
+  absl::Status s = ParseDurationField(config.shutdown_grace(), 10'000, 0,
+                                      "shutdown_grace", &settings.shutdown_grace_ms);
+  if (!s.ok()) return s;
+  s = ResolveStorage(config, &settings.store);
+  if (!s.ok()) return s;
+
+  Policy default_policy;
+  s = ResolvePolicy(config.default_policy(), Policy(), "default_policy", &default_policy);
+  if (!s.ok()) return s;
+  absl::flat_hash_map<std::string, Policy> declared;
+  for (int i = 0; i < config.namespaces_size(); ++i) {
+    const v1::NamespaceConfig& ns = config.namespaces(i);
+    const std::string field = absl::StrCat("namespaces[", i, "]");
+    s = ValidateNamespaceName(ns.name(), field + ".name");
+    if (!s.ok()) return s;
+    Policy policy;
+    s = ResolvePolicy(ns.policy(), default_policy, field + ".policy", &policy);
+    if (!s.ok()) return s;
+    if (!declared.emplace(ns.name(), policy).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".name: namespace '", ns.name(), "' is declared twice"));
+    }
+  }
+  settings.policies = std::make_shared<PolicyTable>(default_policy, std::move(declared),
+                                                    config.strict_namespaces());
+  return settings;
+}
+
+std::string DescribeSettings(const ServerSettings& s) {
+  return absl::StrCat(
+      "listen=", s.listen, " data_dir=", s.store.path,
+      " shards=", s.store.shards == 0 ? std::string("existing-or-16") : absl::StrCat(s.store.shards),
+      " durability=",
+      s.store.durability == storage::Durability::kFsync ? "fsync" : "buffered",
+      " strict=", s.policies->strict() ? "true" : "false",
+      " namespaces=", s.policies->declared().size(), " workers=", s.workers,
+      " max_key_bytes=", s.max_key_bytes);
+}
+
+}  // namespace dedup::server

@@ -1,0 +1,39 @@
+#ifndef DEDUP_SERVER_SERVER_SETTINGS_H_
+#define DEDUP_SERVER_SERVER_SETTINGS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "dedup/v1/server_config.pb.h"
+#include "server/namespace_policy.h"
+#include "storage/store.h"
+
+namespace dedup::server {
+
+// Everything dedupd runs with, validated and with defaults applied.
+struct ServerSettings {
+  std::string listen;
+  uint32_t max_key_bytes = 512;
+  uint32_t workers = 32;
+  int64_t shutdown_grace_ms = 10'000;
+  storage::StoreOptions store;  // clock left at the system clock.
+  std::shared_ptr<const PolicyTable> policies;
+};
+
+// Parses a configuration file in protobuf text format. Errors name the line
+// and column.
+absl::StatusOr<v1::ServerConfig> ParseConfigFile(const std::string& path);
+absl::StatusOr<v1::ServerConfig> ParseConfigText(const std::string& text);
+
+// Applies built-in defaults and validates `config`; an error names the
+// offending field (e.g. "namespaces[1].policy.lease_max") and its bound.
+absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config);
+
+// A one-line summary for the start-up log.
+std::string DescribeSettings(const ServerSettings& settings);
+
+}  // namespace dedup::server
+
+#endif  // DEDUP_SERVER_SERVER_SETTINGS_H_

@@ -1,0 +1,124 @@
+#include "server/stream_reactor.h"
+
+#include <utility>
+
+#include "server/dedup_service.h"
+#include "server/status_convert.h"
+
+namespace dedup::server {
+
+StreamReactor::StreamReactor(DedupService* service) : service_(service) {
+  StartRead(&request_);
+}
+
+void StreamReactor::OnReadDone(bool ok) {
+  if (!ok) {
+    {
+      absl::MutexLock lock(&mu_);
+      reads_done_ = true;
+    }
+    MaybeFinish();
+    return;
+  }
+  absl::Status size = CheckBatchSize(request_);
+  if (!size.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      reads_done_ = true;
+      if (final_status_.ok()) final_status_ = ToGrpcStatus(size);
+    }
+    MaybeFinish();
+    return;
+  }
+  bool read_more = false;
+  {
+    absl::MutexLock lock(&mu_);
+    ++in_flight_;
+    read_more = in_flight_ < kMaxInFlight;
+    reading_paused_ = !read_more;
+  }
+  const bool queued = service_->pool()->Submit([this, request = std::move(request_)] {
+    v1::BatchResponse response;
+    service_->ExecuteBatch(request, &response);
+    Answer(std::move(response));
+  });
+  if (!queued) {
+    {
+      absl::MutexLock lock(&mu_);
+      --in_flight_;
+      reads_done_ = true;
+      final_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
+    }
+    MaybeFinish();
+    return;
+  }
+  if (read_more) StartRead(&request_);
+}
+
+void StreamReactor::Answer(v1::BatchResponse response) {
+  const v1::BatchResponse* to_write = nullptr;
+  bool resume_reading = false;
+  {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    if (!broken_) {
+      outbox_.push_back(std::move(response));
+      if (!writing_) {
+        writing_ = true;
+        to_write = &outbox_.front();
+      }
+    }
+    if (reading_paused_ && !reads_done_ && !broken_) {
+      reading_paused_ = false;
+      resume_reading = true;
+    }
+  }
+  // std::deque keeps references to its elements valid across push_back.
+  if (to_write != nullptr) StartWrite(to_write);
+  if (resume_reading) StartRead(&request_);
+  MaybeFinish();
+}
+
+void StreamReactor::OnWriteDone(bool ok) {
+  const v1::BatchResponse* to_write = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    outbox_.pop_front();
+    if (!ok) {
+      broken_ = true;
+      outbox_.clear();
+    }
+    if (!outbox_.empty()) {
+      to_write = &outbox_.front();
+    } else {
+      writing_ = false;
+    }
+  }
+  if (to_write != nullptr) {
+    StartWrite(to_write);
+  } else {
+    MaybeFinish();
+  }
+}
+
+void StreamReactor::OnCancel() {
+  absl::MutexLock lock(&mu_);
+  broken_ = true;
+  final_status_ = grpc::Status::CANCELLED;
+}
+
+void StreamReactor::MaybeFinish() {
+  grpc::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    const bool reads_over = reads_done_ || (broken_ && reading_paused_);
+    if (finished_ || !reads_over || in_flight_ > 0 || writing_) return;
+    finished_ = true;
+    status = final_status_;
+  }
+  Finish(status);
+}
+
+void StreamReactor::OnDone() { delete this; }
+
+}  // namespace dedup::server
