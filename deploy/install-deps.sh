@@ -11,9 +11,12 @@ build_packages=(
   librocksdb-dev libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev python3 procps
 )
+# What the dedupd binary links at run time (RocksDB is linked statically).
 runtime_packages=(
-  libgrpc++1.51 libprotobuf32 librocksdb7.8 libspdlog1.10 libfmt9
-  libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 ca-certificates
+  libabsl20220623 libc-ares2 libfmt9 libgrpc++1.51 libgrpc29 liblz4-1
+  libprotobuf32 libre2-9 libsnappy1v5 libspdlog1.10 libssl3 libzstd1
+  libbz2-1.0 zlib1g libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
+  ca-certificates
 )
 
 packages=("${build_packages[@]}")
