@@ -9,7 +9,7 @@ build_packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev libgrpc-dev
   librocksdb-dev libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev python3 procps
+  libgtest-dev libgmock-dev python3 python3-grpcio python3-protobuf procps
 )
 # What the dedupd binary links at run time (RocksDB is linked statically).
 runtime_packages=(
