@@ -135,6 +135,12 @@ Transition DecideRelease(const ReleaseOp& op,
   if (!current || (state == State::kAbsent && current->state != State::kInProgress)) {
     return Answer(Outcome::kNotFound, KeyOnly(op.ns, op.key));
   }
+  if (current->token == op.token && state == State::kReleased) {
+    return Answer(Outcome::kOk, *current);  // A retry of this release.
+  }
+  if (current->token == op.token && state == State::kFailed) {
+    return Answer(Outcome::kFailed, *current);  // A retry of the poisoning release.
+  }
   if (!HoldsClaim(*current, op.token)) {
     return Answer(Outcome::kStaleToken, Visible(*current, now_ms));
   }

@@ -35,6 +35,9 @@ using TokenSource = absl::FunctionRef<absl::StatusOr<uint64_t>()>;
 //  - Complete, Release and Extend succeed with the newest token of an
 //    IN_PROGRESS record even after its lease expired, as no one can have
 //    claimed since (a claim would have issued a newer token);
+//  - Release is idempotent: repeating it with the same token answers as the
+//    first time did (OK, or FAILED if it poisoned the key), so a client may
+//    retry it after a lost response;
 //  - a claim over an expired lease counts as a new attempt; when the key has
 //    already been acquired max_attempts times it is poisoned (FAILED)
 //    instead, like a release at the limit: workers keep dying on it.
