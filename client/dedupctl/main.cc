@@ -1,0 +1,348 @@
+// dedupctl: the command line over the dedup client library.
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "dedup/client/client.h"
+#include "output.h"
+
+namespace dedup::ctl {
+namespace {
+
+constexpr char kUsage[] = R"(dedupctl: talk to a dedupd server.
+
+Usage: dedupctl [global options] COMMAND [arguments] [options]
+
+Commands:
+  claim NAMESPACE KEY --owner=ID [--lease=30s] [--fingerprint=BYTES]
+  complete NAMESPACE KEY --token=N [--result=BYTES | --result_file=PATH] [--retention=24h]
+  release NAMESPACE KEY --token=N
+  extend NAMESPACE KEY --token=N [--lease=30s]
+  query NAMESPACE KEY
+  scan NAMESPACE [--state=in_progress|completed|released|failed] [--older_than=10m] [--limit=N]
+  health
+
+Global options (before or after the command):
+  --endpoint=HOST:PORT  dedupd address (default $DEDUPD_ENDPOINT, else 127.0.0.1:7400)
+  --timeout=5s          deadline of the call, retries included
+  --json                print the response as JSON (bytes fields in base64)
+  --help                this text; `dedupctl COMMAND --help` for one command
+
+Exit codes:
+  0  ACQUIRED, OK, ALREADY_COMPLETED, record found, server SERVING
+  1  the call failed (unreachable, invalid argument, ...); the reason on stderr
+  2  bad command line
+  10 IN_PROGRESS   11 COMPLETED   12 FAILED (poisoned)   13 MISMATCH
+  14 STALE_TOKEN   15 NOT_FOUND (or ABSENT for query)
+
+Examples:
+  dedupctl claim coupon-deduct order-1001 --owner=$(hostname)-$$
+  dedupctl complete coupon-deduct order-1001 --token=7 --result='{"deducted":true}'
+  dedupctl scan coupon-deduct --state=in_progress --older_than=10m --json
+)";
+
+struct CommandSpec {
+  int positional;                // Required positional arguments.
+  std::set<std::string> options;  // Allowed --options besides the global ones.
+  std::set<std::string> required;
+  const char* usage;
+};
+
+const std::map<std::string, CommandSpec>& Commands() {
+  static const auto* commands = new std::map<std::string, CommandSpec>{
+      {"claim",
+       {2, {"owner", "lease", "fingerprint"}, {"owner"},
+        "dedupctl claim NAMESPACE KEY --owner=ID [--lease=30s] [--fingerprint=BYTES]\n"
+        "  Claims KEY for OWNER. Prints the token on ACQUIRED (exit 0), the holder on\n"
+        "  IN_PROGRESS (10), the stored result on COMPLETED (11); FAILED 12, MISMATCH 13."}},
+      {"complete",
+       {2, {"token", "result", "result_file", "retention"}, {"token"},
+        "dedupctl complete NAMESPACE KEY --token=N [--result=BYTES | --result_file=PATH]\n"
+        "                  [--retention=24h]\n"
+        "  Marks KEY done with the token of its claim and stores the result for\n"
+        "  duplicates. OK or ALREADY_COMPLETED exit 0; STALE_TOKEN 14; NOT_FOUND 15."}},
+      {"release",
+       {2, {"token"}, {"token"},
+        "dedupctl release NAMESPACE KEY --token=N\n"
+        "  Gives up a claim so a redelivery can run. OK exit 0; FAILED (this release\n"
+        "  poisoned the key) 12; STALE_TOKEN 14; NOT_FOUND 15."}},
+      {"extend",
+       {2, {"token", "lease"}, {"token"},
+        "dedupctl extend NAMESPACE KEY --token=N [--lease=30s]\n"
+        "  Renews the lease from now. OK exit 0; STALE_TOKEN 14; NOT_FOUND 15."}},
+      {"query",
+       {2, {}, {},
+        "dedupctl query NAMESPACE KEY\n"
+        "  Prints the record. Exit 0 if one is live, 15 if ABSENT."}},
+      {"scan",
+       {1, {"state", "older_than", "limit"}, {},
+        "dedupctl scan NAMESPACE [--state=STATE] [--older_than=DURATION] [--limit=N]\n"
+        "  Lists live records, one per line (or one JSON object per line), e.g. claims\n"
+        "  stuck for 10 minutes: --state=in_progress --older_than=10m"}},
+      {"health",
+       {0, {}, {},
+        "dedupctl health\n"
+        "  Exit 0 if dedupd reports dedup.v1.Dedup SERVING, else 1."}},
+  };
+  return *commands;
+}
+
+struct Args {
+  std::string command;
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> options;
+  bool json = false;
+  bool help = false;
+};
+
+[[noreturn]] void UsageError(const std::string& message, const char* usage = nullptr) {
+  std::cerr << "dedupctl: " << message << "\n"
+            << (usage != nullptr ? usage : "Run `dedupctl --help` for usage.") << "\n";
+  std::exit(kExitUsage);
+}
+
+Args Parse(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--json") {
+      args.json = true;
+    } else if (arg == "--help" || arg == "-h") {
+      args.help = true;
+    } else if (arg.rfind("--", 0) == 0) {
+      std::string name = arg.substr(2), value;
+      if (const size_t eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        UsageError(absl::StrCat("--", name, " needs a value"));
+      }
+      args.options[name] = value;
+    } else if (args.command.empty()) {
+      args.command = arg;
+    } else {
+      args.positional.push_back(arg);
+    }
+  }
+  return args;
+}
+
+std::string Option(const Args& args, const std::string& name, const std::string& fallback = "") {
+  auto it = args.options.find(name);
+  return it == args.options.end() ? fallback : it->second;
+}
+
+uint64_t TokenOption(const Args& args, const char* usage) {
+  uint64_t token = 0;
+  if (!absl::SimpleAtoi(Option(args, "token"), &token) || token == 0) {
+    UsageError("--token must be a positive integer (the token of an ACQUIRED claim)", usage);
+  }
+  return token;
+}
+
+// Sets `*ms` from a duration option if present; false if absent.
+bool DurationOption(const Args& args, const std::string& name, const char* usage, int64_t* ms) {
+  const std::string text = Option(args, name);
+  if (text.empty()) return false;
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration()) {
+    UsageError(absl::StrCat("--", name, " must be a duration such as 30s, 10m or 24h, got '",
+                            text, "'"),
+               usage);
+  }
+  *ms = absl::ToInt64Milliseconds(d);
+  return true;
+}
+
+int Fail(const absl::Status& status) {
+  std::cerr << "dedupctl: " << absl::StatusCodeToString(status.code()) << ": "
+            << status.message() << "\n";
+  return kExitError;
+}
+
+template <typename Response>
+int Print(const absl::StatusOr<Response>& response, bool json, int code) {
+  if (!response.ok()) return Fail(response.status());
+  std::cout << Render(*response, json) << "\n";
+  return code;
+}
+
+int RunCommand(client::Client& client, const Args& args, const CommandSpec& spec) {
+  const std::string& cmd = args.command;
+  const bool json = args.json;
+  if (cmd == "claim") {
+    v1::ClaimRequest r;
+    r.set_namespace_(args.positional[0]);
+    r.set_key(args.positional[1]);
+    r.set_owner(Option(args, "owner"));
+    r.set_fingerprint(Option(args, "fingerprint"));
+    int64_t lease_ms = 0;
+    if (DurationOption(args, "lease", spec.usage, &lease_ms)) r.set_lease_ms(lease_ms);
+    auto response = client.Claim(r);
+    if (!response.ok()) return Fail(response.status());
+    static const std::map<int, int> codes = {
+        {v1::ClaimResponse::ACQUIRED, kExitOk},       {v1::ClaimResponse::IN_PROGRESS, kExitInProgress},
+        {v1::ClaimResponse::COMPLETED, kExitCompleted}, {v1::ClaimResponse::FAILED, kExitFailed},
+        {v1::ClaimResponse::MISMATCH, kExitMismatch}};
+    return Print(response, json, codes.at(response->outcome()));
+  }
+  if (cmd == "complete") {
+    v1::CompleteRequest r;
+    r.set_namespace_(args.positional[0]);
+    r.set_key(args.positional[1]);
+    r.set_token(TokenOption(args, spec.usage));
+    if (const std::string path = Option(args, "result_file"); !path.empty()) {
+      std::ifstream in(path, std::ios::binary);
+      if (!in) UsageError(absl::StrCat("cannot read --result_file ", path), spec.usage);
+      std::stringstream bytes;
+      bytes << in.rdbuf();
+      r.set_result(bytes.str());
+    } else {
+      r.set_result(Option(args, "result"));
+    }
+    int64_t retention_ms = 0;
+    if (DurationOption(args, "retention", spec.usage, &retention_ms)) {
+      r.set_retention_ms(retention_ms);
+    }
+    auto response = client.Complete(r);
+    if (!response.ok()) return Fail(response.status());
+    const auto outcome = response->outcome();
+    return Print(response, json,
+                 outcome == v1::CompleteResponse::STALE_TOKEN ? kExitStaleToken
+                 : outcome == v1::CompleteResponse::NOT_FOUND ? kExitNotFound
+                                                              : kExitOk);
+  }
+  if (cmd == "release") {
+    v1::ReleaseRequest r;
+    r.set_namespace_(args.positional[0]);
+    r.set_key(args.positional[1]);
+    r.set_token(TokenOption(args, spec.usage));
+    auto response = client.Release(r);
+    if (!response.ok()) return Fail(response.status());
+    const auto outcome = response->outcome();
+    return Print(response, json,
+                 outcome == v1::ReleaseResponse::FAILED        ? kExitFailed
+                 : outcome == v1::ReleaseResponse::STALE_TOKEN ? kExitStaleToken
+                 : outcome == v1::ReleaseResponse::NOT_FOUND   ? kExitNotFound
+                                                               : kExitOk);
+  }
+  if (cmd == "extend") {
+    v1::ExtendRequest r;
+    r.set_namespace_(args.positional[0]);
+    r.set_key(args.positional[1]);
+    r.set_token(TokenOption(args, spec.usage));
+    int64_t lease_ms = 0;
+    if (DurationOption(args, "lease", spec.usage, &lease_ms)) r.set_lease_ms(lease_ms);
+    auto response = client.Extend(r);
+    if (!response.ok()) return Fail(response.status());
+    const auto outcome = response->outcome();
+    return Print(response, json,
+                 outcome == v1::ExtendResponse::STALE_TOKEN ? kExitStaleToken
+                 : outcome == v1::ExtendResponse::NOT_FOUND ? kExitNotFound
+                                                            : kExitOk);
+  }
+  if (cmd == "query") {
+    v1::QueryRequest r;
+    r.set_namespace_(args.positional[0]);
+    r.set_key(args.positional[1]);
+    auto response = client.Query(r);
+    if (!response.ok()) return Fail(response.status());
+    return Print(response, json,
+                 response->record().state() == v1::STATE_ABSENT ? kExitNotFound : kExitOk);
+  }
+  if (cmd == "scan") {
+    v1::ScanRequest r;
+    r.set_namespace_(args.positional[0]);
+    if (const std::string state = Option(args, "state"); !state.empty()) {
+      v1::RecordState parsed;
+      std::string upper = "STATE_";
+      for (char c : state) upper.push_back(static_cast<char>(std::toupper(c)));
+      if (!v1::RecordState_Parse(upper, &parsed) || parsed == v1::STATE_ABSENT ||
+          parsed == v1::STATE_UNSPECIFIED) {
+        UsageError(absl::StrCat("--state must be in_progress, completed, released or failed, "
+                                "got '", state, "'"),
+                   spec.usage);
+      }
+      r.set_state(parsed);
+    }
+    int64_t older_ms = 0;
+    if (DurationOption(args, "older_than", spec.usage, &older_ms)) r.set_min_age_ms(older_ms);
+    if (const std::string limit = Option(args, "limit"); !limit.empty()) {
+      uint64_t n = 0;
+      if (!absl::SimpleAtoi(limit, &n)) UsageError("--limit must be a number", spec.usage);
+      r.set_limit(n);
+    }
+    auto records = client.Scan(r);
+    if (!records.ok()) return Fail(records.status());
+    for (const v1::Record& record : *records) std::cout << Render(record, json) << "\n";
+    if (!json) std::cerr << records->size() << " record(s)\n";
+    return kExitOk;
+  }
+  // health
+  absl::Status status = client.Health();
+  if (!status.ok()) return Fail(status);
+  std::cout << (json ? "{\"status\":\"SERVING\"}" : "SERVING") << "\n";
+  return kExitOk;
+}
+
+int Main(int argc, char** argv) {
+  Args args = Parse(argc, argv);
+  if (args.command.empty()) {
+    if (args.help) {
+      std::cout << kUsage;
+      return kExitOk;
+    }
+    UsageError("no command given");
+  }
+  auto it = Commands().find(args.command);
+  if (it == Commands().end()) UsageError(absl::StrCat("unknown command '", args.command, "'"));
+  const CommandSpec& spec = it->second;
+  if (args.help) {
+    std::cout << spec.usage << "\n";
+    return kExitOk;
+  }
+  if (static_cast<int>(args.positional.size()) != spec.positional) {
+    UsageError(absl::StrCat(args.command, " takes ", spec.positional, " argument(s), got ",
+                            args.positional.size()),
+               spec.usage);
+  }
+  for (const auto& [name, value] : args.options) {
+    if (name != "endpoint" && name != "timeout" && spec.options.count(name) == 0) {
+      UsageError(absl::StrCat("unknown option --", name, " for ", args.command), spec.usage);
+    }
+  }
+  for (const std::string& name : spec.required) {
+    if (args.options.count(name) == 0) {
+      UsageError(absl::StrCat(args.command, " needs --", name), spec.usage);
+    }
+  }
+
+  client::ClientOptions options;
+  const char* env = std::getenv("DEDUPD_ENDPOINT");
+  options.endpoint = Option(args, "endpoint", env != nullptr ? env : "127.0.0.1:7400");
+  options.coalesce = false;  // One call: nothing to coalesce with.
+  int64_t timeout_ms = 0;
+  if (DurationOption(args, "timeout", spec.usage, &timeout_ms)) {
+    if (timeout_ms <= 0) UsageError("--timeout must be positive", spec.usage);
+    options.default_timeout = absl::Milliseconds(timeout_ms);
+  }
+  absl::StatusOr<std::unique_ptr<client::Client>> client = client::Client::Create(options);
+  if (!client.ok()) return Fail(client.status());
+  return RunCommand(**client, args, spec);
+}
+
+}  // namespace
+}  // namespace dedup::ctl
+
+int main(int argc, char** argv) { return dedup::ctl::Main(argc, argv); }

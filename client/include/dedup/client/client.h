@@ -1,0 +1,128 @@
+#ifndef DEDUP_CLIENT_CLIENT_H_
+#define DEDUP_CLIENT_CLIENT_H_
+
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "dedup/v1/dedup.grpc.pb.h"
+#include "grpcpp/security/credentials.h"
+
+namespace dedup::client {
+
+struct ClientOptions {
+  // Address of the dedupd server ("host:port", or any gRPC target such as
+  // "dns:///dedupd.example:7400").
+  std::string endpoint = "127.0.0.1:7400";
+  // Channel credentials; null means plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Deadline of a call that names none. It bounds the retries too.
+  absl::Duration default_timeout = absl::Seconds(5);
+  // Retries of UNAVAILABLE: exponential backoff from `initial_backoff` up to
+  // `max_backoff`, each wait jittered to between half and all of it, while
+  // the deadline allows.
+  absl::Duration initial_backoff = absl::Milliseconds(10);
+  absl::Duration max_backoff = absl::Milliseconds(500);
+  // Coalescing: calls made within `batch_window` of each other (from any
+  // thread) travel together as one batch on a shared Stream, at most
+  // `max_batch` per batch. false: every call is its own unary RPC.
+  bool coalesce = true;
+  absl::Duration batch_window = absl::Microseconds(200);
+  int max_batch = 64;
+};
+
+// Per-call options.
+struct CallOptions {
+  // Absolute deadline; absl::InfinitePast() means now + default_timeout.
+  absl::Time deadline = absl::InfinitePast();
+};
+
+template <typename T>
+using Callback = std::function<void(absl::StatusOr<T>)>;
+
+// A client of one dedupd server.
+//
+// Which calls are retried, and why that is safe: every call of dedup.v1 is
+// safe to repeat, so the client retries UNAVAILABLE (the server or the
+// network was unreachable; the call may or may not have been applied)
+// within the call's deadline:
+//  - Claim is re-entrant by owner: a repeat by the owner that won returns
+//    ACQUIRED with the same token, so a lost ACQUIRED is never lost;
+//  - Complete and Release carry the token: a repeat answers as the first
+//    call did (ALREADY_COMPLETED; OK or FAILED for Release);
+//  - Extend with the same token only moves the lease again; Query and Scan
+//    read.
+// Other errors (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION,
+// DEADLINE_EXCEEDED, ...) are returned at once.
+//
+// Outcomes (ACQUIRED, IN_PROGRESS, STALE_TOKEN, ...) are in the returned
+// responses, exactly as the server sent them; a non-OK status means the
+// call has no answer.
+//
+// Thread-safe: share one Client across all threads of a process; that is
+// what lets concurrent calls coalesce. Callbacks of the asynchronous forms
+// run on the client's own threads and must not block for long.
+class Client {
+ public:
+  // Connects lazily: creating a client never fails on an unreachable server.
+  static absl::StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& options);
+
+  // Waits for calls in flight (up to their deadlines) and closes.
+  ~Client();
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  absl::StatusOr<v1::ClaimResponse> Claim(const v1::ClaimRequest& request,
+                                          const CallOptions& options = {});
+  absl::StatusOr<v1::CompleteResponse> Complete(const v1::CompleteRequest& request,
+                                                const CallOptions& options = {});
+  absl::StatusOr<v1::ReleaseResponse> Release(const v1::ReleaseRequest& request,
+                                              const CallOptions& options = {});
+  absl::StatusOr<v1::ExtendResponse> Extend(const v1::ExtendRequest& request,
+                                            const CallOptions& options = {});
+  absl::StatusOr<v1::QueryResponse> Query(const v1::QueryRequest& request,
+                                          const CallOptions& options = {});
+
+  // Asynchronous forms: `done` runs once, on a client thread.
+  void ClaimAsync(const v1::ClaimRequest& request, Callback<v1::ClaimResponse> done,
+                  const CallOptions& options = {});
+  void CompleteAsync(const v1::CompleteRequest& request,
+                     Callback<v1::CompleteResponse> done, const CallOptions& options = {});
+  void ReleaseAsync(const v1::ReleaseRequest& request, Callback<v1::ReleaseResponse> done,
+                    const CallOptions& options = {});
+  void ExtendAsync(const v1::ExtendRequest& request, Callback<v1::ExtendResponse> done,
+                   const CallOptions& options = {});
+  void QueryAsync(const v1::QueryRequest& request, Callback<v1::QueryResponse> done,
+                  const CallOptions& options = {});
+
+  // Future forms of the same.
+  std::future<absl::StatusOr<v1::ClaimResponse>> ClaimFuture(const v1::ClaimRequest& request,
+                                                             const CallOptions& options = {});
+  std::future<absl::StatusOr<v1::CompleteResponse>> CompleteFuture(
+      const v1::CompleteRequest& request, const CallOptions& options = {});
+
+  // Admin: every record of a scan, in order (at most request.limit()).
+  absl::StatusOr<std::vector<v1::Record>> Scan(const v1::ScanRequest& request,
+                                               const CallOptions& options = {});
+
+  // The server's gRPC health for dedup.v1.Dedup: OK when SERVING.
+  absl::Status Health(const CallOptions& options = {});
+
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  class Impl;
+  explicit Client(const ClientOptions& options);
+
+  const ClientOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dedup::client
+
+#endif  // DEDUP_CLIENT_CLIENT_H_

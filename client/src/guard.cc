@@ -1,0 +1,231 @@
+#include "dedup/client/guard.h"
+
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace dedup::client {
+namespace {
+
+absl::StatusOr<v1::ReleaseResponse> ReleaseClaim(Client* client, const std::string& ns,
+                                                 const std::string& key, uint64_t token) {
+  v1::ReleaseRequest release;
+  release.set_namespace_(ns);
+  release.set_key(key);
+  release.set_token(token);
+  return client->Release(release);
+}
+
+}  // namespace
+
+const char* GuardOutcomeName(GuardOutcome outcome) {
+  switch (outcome) {
+    case GuardOutcome::kExecuted:
+      return "EXECUTED";
+    case GuardOutcome::kDuplicate:
+      return "DUPLICATE";
+    case GuardOutcome::kInProgress:
+      return "IN_PROGRESS";
+    case GuardOutcome::kWorkFailed:
+      return "WORK_FAILED";
+    case GuardOutcome::kFailed:
+      return "FAILED";
+    case GuardOutcome::kMismatch:
+      return "MISMATCH";
+    case GuardOutcome::kStale:
+      return "STALE";
+  }
+  return "UNKNOWN";
+}
+
+// Renews the leases of running side effects from one thread: each lease is
+// extended every `period` until it is removed. Extends are asynchronous, so
+// a slow server never delays the others. An Extend (a late one, after the
+// side effect finished) that meets a completed or released record answers
+// STALE_TOKEN and changes nothing.
+class Guard::LeaseKeeper {
+ public:
+  LeaseKeeper(Client* client, std::string ns) : client_(client), ns_(std::move(ns)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+
+  ~LeaseKeeper() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    thread_.join();
+  }
+
+  uint64_t Add(const std::string& key, uint64_t token, absl::Duration lease,
+               absl::Duration period, std::atomic<bool>* lost) {
+    absl::MutexLock lock(&mu_);
+    const uint64_t id = next_id_++;
+    entries_[id] = Entry{key, token, lease, period, absl::Now() + period, lost};
+    ++changes_;
+    return id;
+  }
+
+  void Remove(uint64_t id) {
+    absl::MutexLock lock(&mu_);
+    entries_.erase(id);
+    ++changes_;
+  }
+
+ private:
+  struct Entry {
+    std::string key;
+    uint64_t token;
+    absl::Duration lease;
+    absl::Duration period;
+    absl::Time due;
+    std::atomic<bool>* lost;  // Owned by the Run call, which removes us first.
+  };
+
+  void Run() {
+    absl::MutexLock lock(&mu_);
+    while (!stopping_) {
+      absl::Time next = absl::InfiniteFuture();
+      const absl::Time now = absl::Now();
+      for (auto& [id, entry] : entries_) {
+        if (entry.due <= now) {
+          ExtendLocked(id, entry);
+          entry.due = now + entry.period;
+        }
+        next = std::min(next, entry.due);
+      }
+      const uint64_t seen = changes_;
+      struct Args {
+        LeaseKeeper* k;
+        uint64_t seen;
+      } args{this, seen};
+      mu_.AwaitWithDeadline(
+          absl::Condition(
+              +[](Args* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->k->mu_) {
+                return a->k->stopping_ || a->k->changes_ != a->seen;
+              },
+              &args),
+          next);
+    }
+  }
+
+  void ExtendLocked(uint64_t id, const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    v1::ExtendRequest request;
+    request.set_namespace_(ns_);
+    request.set_key(entry.key);
+    request.set_token(entry.token);
+    request.set_lease_ms(absl::ToInt64Milliseconds(entry.lease));
+    CallOptions options;
+    options.deadline = absl::Now() + entry.period;
+    client_->ExtendAsync(
+        request,
+        [this, id](absl::StatusOr<v1::ExtendResponse> response) {
+          if (!response.ok() || response->outcome() == v1::ExtendResponse::OK) return;
+          absl::MutexLock lock(&mu_);
+          if (auto it = entries_.find(id); it != entries_.end()) it->second.lost->store(true);
+        },
+        options);
+  }
+
+  Client* const client_;
+  const std::string ns_;
+  absl::Mutex mu_;
+  std::map<uint64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+Guard::Guard(Client* client, GuardOptions options)
+    : client_(client),
+      options_(std::move(options)),
+      keeper_(std::make_unique<LeaseKeeper>(client, options_.ns)) {}
+
+Guard::~Guard() = default;
+
+absl::StatusOr<GuardResult> Guard::Run(const std::string& key, const SideEffect& work,
+                                       const std::string& fingerprint) {
+  v1::ClaimRequest claim;
+  claim.set_namespace_(options_.ns);
+  claim.set_key(key);
+  claim.set_owner(options_.owner);
+  claim.set_fingerprint(fingerprint);
+  if (options_.lease > absl::ZeroDuration()) {
+    claim.set_lease_ms(absl::ToInt64Milliseconds(options_.lease));
+  }
+  absl::StatusOr<v1::ClaimResponse> claimed = client_->Claim(claim);
+  if (!claimed.ok()) return claimed.status();
+
+  GuardResult out;
+  switch (claimed->outcome()) {
+    case v1::ClaimResponse::ACQUIRED:
+      break;
+    case v1::ClaimResponse::COMPLETED:
+      out.outcome = GuardOutcome::kDuplicate;
+      out.result = claimed->result();
+      return out;
+    case v1::ClaimResponse::IN_PROGRESS:
+      out.outcome = GuardOutcome::kInProgress;
+      return out;
+    case v1::ClaimResponse::FAILED:
+      out.outcome = GuardOutcome::kFailed;
+      return out;
+    case v1::ClaimResponse::MISMATCH:
+      out.outcome = GuardOutcome::kMismatch;
+      return out;
+    default:
+      return absl::InternalError("dedupd answered Claim without an outcome");
+  }
+  out.token = claimed->token();
+
+  std::atomic<bool> lease_lost{false};
+  const absl::Duration lease =
+      options_.lease > absl::ZeroDuration() ? options_.lease : absl::Seconds(30);
+  const uint64_t kept = keeper_->Add(key, out.token, lease,
+                                     lease * options_.extend_fraction, &lease_lost);
+  absl::StatusOr<std::string> result;
+  try {
+    result = work(GuardContext{key, out.token, lease_lost});
+  } catch (...) {
+    keeper_->Remove(kept);
+    ReleaseClaim(client_, options_.ns, key, out.token).IgnoreError();
+    throw;
+  }
+  keeper_->Remove(kept);
+
+  if (!result.ok()) {
+    absl::StatusOr<v1::ReleaseResponse> released =
+        ReleaseClaim(client_, options_.ns, key, out.token);
+    out.outcome = GuardOutcome::kWorkFailed;
+    out.work_error = result.status();
+    out.poisoned = released.ok() && released->outcome() == v1::ReleaseResponse::FAILED;
+    return out;
+  }
+
+  v1::CompleteRequest complete;
+  complete.set_namespace_(options_.ns);
+  complete.set_key(key);
+  complete.set_token(out.token);
+  complete.set_result(*result);
+  if (options_.retention > absl::ZeroDuration()) {
+    complete.set_retention_ms(absl::ToInt64Milliseconds(options_.retention));
+  }
+  absl::StatusOr<v1::CompleteResponse> completed = client_->Complete(complete);
+  if (!completed.ok()) return completed.status();
+  switch (completed->outcome()) {
+    case v1::CompleteResponse::OK:
+    case v1::CompleteResponse::ALREADY_COMPLETED:
+      out.outcome = GuardOutcome::kExecuted;
+      out.result = std::move(*result);
+      return out;
+    default:
+      out.outcome = GuardOutcome::kStale;
+      return out;
+  }
+}
+
+}  // namespace dedup::client

@@ -1,0 +1,108 @@
+#include "stream_batcher.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace dedup::client {
+namespace {
+
+constexpr absl::Duration kSweepInterval = absl::Milliseconds(5);
+
+}  // namespace
+
+StreamBatcher::StreamBatcher(v1::Dedup::Stub* stub, Scheduler* scheduler,
+                             absl::Duration window, int max_batch)
+    : stub_(stub), scheduler_(scheduler), window_(window), max_batch_(std::max(max_batch, 1)) {
+  scheduler_->After(kSweepInterval, [this] { Sweep(); });
+}
+
+StreamBatcher::~StreamBatcher() {
+  std::vector<std::shared_ptr<BatchStream>> live;
+  {
+    absl::MutexLock lock(&mu_);
+    live = live_;
+  }
+  for (const auto& stream : live) stream->Close();
+  live.clear();
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](std::vector<std::shared_ptr<BatchStream>>* streams) { return streams->empty(); },
+      &live_));
+}
+
+void StreamBatcher::Send(v1::Operation op, std::shared_ptr<Waiter> waiter) {
+  Batch full;
+  {
+    absl::MutexLock lock(&mu_);
+    queued_.push_back(std::move(op));
+    queued_waiters_.push_back(std::move(waiter));
+    if (static_cast<int>(queued_.size()) >= max_batch_) {
+      full = TakeBatch();
+    } else if (!flush_scheduled_) {
+      flush_scheduled_ = true;
+      scheduler_->After(window_, [this] { FlushDue(); });
+    }
+  }
+  if (!full.waiters.empty()) Dispatch(std::move(full));
+}
+
+StreamBatcher::Batch StreamBatcher::TakeBatch() {
+  Batch batch;
+  batch.request.set_batch_id(next_batch_id_++);
+  for (auto& op : queued_) *batch.request.add_operations() = std::move(op);
+  batch.waiters = std::move(queued_waiters_);
+  queued_.clear();
+  queued_waiters_.clear();
+  return batch;
+}
+
+void StreamBatcher::FlushDue() {
+  Batch batch;
+  {
+    absl::MutexLock lock(&mu_);
+    flush_scheduled_ = false;
+    if (queued_.empty()) return;
+    batch = TakeBatch();
+  }
+  Dispatch(std::move(batch));
+}
+
+void StreamBatcher::Dispatch(Batch batch) {
+  // A stream that broke since it was made current refuses; open another.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::shared_ptr<BatchStream> stream;
+    {
+      absl::MutexLock lock(&mu_);
+      if (current_ == nullptr || attempt > 0) {
+        current_ = BatchStream::Open(stub_, [this](BatchStream* s) { StreamEnded(s); });
+        live_.push_back(current_);
+      }
+      stream = current_;
+    }
+    if (stream->Send(batch.request, batch.waiters)) return;
+  }
+  for (auto& waiter : batch.waiters) {
+    waiter->Fire(absl::UnavailableError("cannot open a stream to dedupd"));
+  }
+}
+
+void StreamBatcher::StreamEnded(BatchStream* stream) {
+  absl::MutexLock lock(&mu_);
+  if (current_.get() == stream) current_.reset();
+  live_.erase(std::remove_if(live_.begin(), live_.end(),
+                             [stream](const auto& s) { return s.get() == stream; }),
+              live_.end());
+}
+
+void StreamBatcher::Sweep() {
+  std::vector<std::shared_ptr<BatchStream>> live;
+  {
+    absl::MutexLock lock(&mu_);
+    live = live_;
+  }
+  const absl::Time now = absl::Now();
+  for (const auto& stream : live) stream->ExpireOverdue(now);
+  scheduler_->After(kSweepInterval, [this] { Sweep(); });
+}
+
+}  // namespace dedup::client

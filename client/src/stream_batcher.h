@@ -1,0 +1,63 @@
+#ifndef DEDUP_CLIENT_SRC_STREAM_BATCHER_H_
+#define DEDUP_CLIENT_SRC_STREAM_BATCHER_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "batch_stream.h"
+#include "dedup/v1/dedup.grpc.pb.h"
+#include "scheduler.h"
+#include "waiter.h"
+
+namespace dedup::client {
+
+// Coalesces operations from any number of threads into batches on a shared
+// Stream: a batch leaves when it holds `max_batch` operations or `window`
+// after its first one arrived, whichever is sooner. A broken stream is
+// replaced on the next batch. Overdue operations are answered
+// DEADLINE_EXCEEDED by a sweep every few milliseconds. Thread-safe.
+class StreamBatcher {
+ public:
+  // `stub` and `scheduler` must outlive the batcher, and the scheduler must
+  // run no more of its tasks by the time the batcher is destroyed.
+  StreamBatcher(v1::Dedup::Stub* stub, Scheduler* scheduler, absl::Duration window,
+                int max_batch);
+  // Half-closes the stream and waits until every stream has ended.
+  ~StreamBatcher();
+
+  // Sends `op`; `waiter` gets its answer.
+  void Send(v1::Operation op, std::shared_ptr<Waiter> waiter);
+
+ private:
+  struct Batch {
+    v1::BatchRequest request;
+    BatchStream::Waiters waiters;
+  };
+  void FlushDue();
+  void Sweep();
+  // Takes the queued operations as one batch.
+  Batch TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Dispatch(Batch batch) ABSL_LOCKS_EXCLUDED(mu_);
+  void StreamEnded(BatchStream* stream);
+
+  v1::Dedup::Stub* const stub_;
+  Scheduler* const scheduler_;
+  const absl::Duration window_;
+  const int max_batch_;
+
+  absl::Mutex mu_;
+  std::vector<v1::Operation> queued_ ABSL_GUARDED_BY(mu_);
+  BatchStream::Waiters queued_waiters_ ABSL_GUARDED_BY(mu_);
+  bool flush_scheduled_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_batch_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::shared_ptr<BatchStream> current_ ABSL_GUARDED_BY(mu_);
+  // Streams not yet ended (the current one and broken ones finishing).
+  std::vector<std::shared_ptr<BatchStream>> live_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace dedup::client
+
+#endif  // DEDUP_CLIENT_SRC_STREAM_BATCHER_H_
