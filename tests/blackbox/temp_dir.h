@@ -1,0 +1,51 @@
+#ifndef DEDUP_TESTS_BLACKBOX_TEMP_DIR_H_
+#define DEDUP_TESTS_BLACKBOX_TEMP_DIR_H_
+
+#include <stdlib.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+namespace dedup::blackbox {
+
+// A fresh, uniquely named directory under the system temp directory
+// (honouring TMPDIR), removed with everything in it on destruction. Every
+// test gets its own, so tests never share a data directory, a port file or a
+// log, and leave nothing behind.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "dedupd-blackbox-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      std::perror("mkdtemp");
+      std::abort();  // No hermetic place to run in: nothing can be tested.
+    }
+    path_ = pattern;
+  }
+
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  // A path inside the directory (not created).
+  std::string Sub(const std::string& name) const {
+    return (std::filesystem::path(path_) / name).string();
+  }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace dedup::blackbox
+
+#endif  // DEDUP_TESTS_BLACKBOX_TEMP_DIR_H_
