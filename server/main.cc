@@ -5,13 +5,16 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "server/dedup_server.h"
 #include "server/server_settings.h"
@@ -44,7 +47,7 @@ namespace {
 using dedup::v1::ServerConfig;
 
 constexpr char kUsage[] =
-    R"(a networked deduplication server (gRPC dedup.v1.Dedup).
+    R"(dedupd: a networked deduplication server (gRPC dedup.v1.Dedup).
 
 Consumers Claim a key before a side effect, Complete it with the result
 afterwards, and every duplicate delivery gets the stored result instead of
@@ -53,13 +56,81 @@ running again. State lives in RocksDB under --data_dir.
 Usage:
   dedupd [--config=FILE] [--listen=HOST:PORT] [--data_dir=DIR] [flags]
 
+Flags (each overrides the config field in brackets):
+  --config=FILE         configuration in protobuf text format; see
+                        deploy/dedupd.textproto and proto/dedup/v1/server_config.proto
+  --listen=HOST:PORT    gRPC address [listen; default 127.0.0.1:7400]
+  --data_dir=DIR        data directory, created if missing [data_dir; default ./dedupd-data]
+  --shards=N            shards of a new data directory; an existing one keeps its
+                        count and another value is refused [shards; default 16]
+  --durability=MODE     fsync: reply after the WAL is synced; buffered: WAL synced
+                        in the background [durability; default fsync]
+  --strict              undeclared namespaces get NOT_FOUND [strict_namespaces]
+  --workers=N           storage worker threads [workers; default 32]
+  --max_key_bytes=N     longest key [max_key_bytes; default 512]
+  --log_level=LEVEL     trace, debug, info, warn, error or off (default info)
+  --port_file=FILE      after binding, write the gRPC port here (for --listen=...:0)
+  --check_config        validate the configuration, print a summary and exit
+  --version             print the version and exit
+  --help                this text
+
 Examples:
   dedupd --data_dir=/var/lib/dedupd
   dedupd --config=/etc/dedupd/dedupd.textproto --listen=0.0.0.0:7400
   dedupd --config=dedupd.textproto --check_config
 
 Signals: SIGTERM or SIGINT drain in-flight calls, sync the WAL and exit 0.
-Exit codes: 0 clean shutdown, 2 bad flags or config, 1 cannot start.)";
+Exit codes: 0 clean shutdown, 2 bad flags or config, 1 cannot start.
+)";
+
+// absl's parser exits 1 on --help and on a bad flag; dedupd promises 0 for
+// help and 2 for bad flags, so the command line is checked first. Returns
+// the exit code to leave with, if any.
+std::optional<int> CheckCommandLine(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--help" || arg == "-help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
+      std::cerr << "dedupd: unexpected argument '" << arg << "' (see --help)\n";
+      return 2;
+    }
+    const size_t eq = arg.find('=');
+    const absl::string_view name = arg.substr(0, eq);
+    if (name == "version" || name == "helpfull" || name == "helpshort") continue;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no")) {
+      absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
+      if (negated != nullptr && negated->IsOfType<bool>() && eq == absl::string_view::npos) {
+        continue;
+      }
+    }
+    if (flag == nullptr) {
+      std::cerr << "dedupd: unknown flag --" << name << " (see --help)\n";
+      return 2;
+    }
+    std::string value;
+    if (eq != absl::string_view::npos) {
+      value = std::string(arg.substr(eq + 1));
+    } else if (flag->IsOfType<bool>()) {
+      value = "true";
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      std::cerr << "dedupd: --" << name << " needs a value (see --help)\n";
+      return 2;
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      std::cerr << "dedupd: --" << name << ": " << error << "\n";
+      return 2;
+    }
+  }
+  return std::nullopt;
+}
 
 // The config file, with flags that were given laid over it.
 absl::StatusOr<ServerConfig> LoadConfig() {
@@ -112,6 +183,7 @@ int main(int argc, char** argv) {
   };
   usage_config.version_string = [] { return std::string("dedupd 0.1.0\n"); };
   absl::SetFlagsUsageConfig(usage_config);
+  if (std::optional<int> exit_code = CheckCommandLine(argc, argv)) return *exit_code;
   absl::ParseCommandLine(argc, argv);
 
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l dedupd: %v");

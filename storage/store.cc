@@ -149,7 +149,7 @@ absl::Status Store::OpenDb() {
       return absl::FailedPreconditionError(absl::StrCat(
           "data directory ", options_.path,
           " is in use by another dedupd process (its LOCK file is held); "
-          "stop that process or choose another --data-dir"));
+          "stop that process or choose another --data_dir"));
     }
     return FromRocks(s, absl::StrCat("cannot open data directory ", options_.path));
   }
@@ -320,6 +320,7 @@ absl::StatusOr<ScanPage> Store::Scan(const ScanQuery& query, const ScanCursor& f
   ScanPage page;
   page.next = from;
   if (from.done) return page;
+  max_records = std::max<size_t>(max_records, 1);
   const int64_t now_ms = options_.clock->NowMs();
   const std::string prefix = NamespacePrefix(query.ns);
   for (uint32_t shard = from.shard; shard < shard_count(); ++shard) {

@@ -108,8 +108,9 @@ class Store {
   std::vector<absl::StatusOr<OpResult>> Apply(absl::Span<const Operation> ops);
   absl::StatusOr<OpResult> Apply(const Operation& op);
 
-  // Up to `max_records` live records of `query.ns` from `from` on, in shard
-  // order. Pass the returned cursor back to continue until it is done.
+  // Up to `max_records` (at least one) live records of `query.ns` from
+  // `from` on, in shard order. Pass the returned cursor back to continue
+  // until it is done.
   absl::StatusOr<ScanPage> Scan(const ScanQuery& query, const ScanCursor& from,
                                 size_t max_records) const;
 
