@@ -1,0 +1,136 @@
+// Stream: pipelined batches on one bidirectional call; every batch is
+// answered exactly once, tagged with its batch_id (DESIGN §4).
+
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tests/server/test_server.h"
+
+namespace dedup::server::test {
+namespace {
+
+constexpr char kNs[] = "events";
+
+using StreamTest = ServerTest;
+
+// A Stream call whose answers are collected by a reader thread while the
+// test writes, so writing never waits on reading.
+class StreamCall {
+ public:
+  explicit StreamCall(v1::Dedup::Stub& stub)
+      : context_(NewContext()), stream_(stub.Stream(context_.get())) {
+    reader_ = std::thread([this] {
+      v1::BatchResponse response;
+      while (stream_->Read(&response)) answers_.push_back(response);
+    });
+  }
+
+  // A test that stopped early cancels the call so the reader ends.
+  ~StreamCall() {
+    if (!reader_.joinable()) return;
+    context_->TryCancel();
+    reader_.join();
+  }
+
+  bool Write(const v1::BatchRequest& request) { return stream_->Write(request); }
+
+  // Half-closes, waits for every answer and returns how the call ended.
+  grpc::Status Close() {
+    stream_->WritesDone();
+    reader_.join();
+    return stream_->Finish();
+  }
+
+  // Valid after Close.
+  const std::vector<v1::BatchResponse>& answers() const { return answers_; }
+
+ private:
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, v1::BatchResponse>> stream_;
+  std::vector<v1::BatchResponse> answers_;  // Written by reader_ only.
+  std::thread reader_;
+};
+
+// Batch `id` claims event-<id> twice (two owners) and queries it.
+v1::BatchRequest ClaimTwiceAndQuery(uint64_t id) {
+  const std::string key = absl::StrCat("event-", id);
+  v1::BatchRequest request;
+  request.set_batch_id(id);
+  *request.add_operations() = Op(ClaimOf(kNs, key, absl::StrCat("owner-", id)));
+  *request.add_operations() = Op(ClaimOf(kNs, key, "someone-else"));
+  *request.add_operations() = Op(QueryOf(kNs, key));
+  return request;
+}
+
+TEST_F(StreamTest, EveryPipelinedBatchIsAnsweredExactlyOnceWithItsOwnResults) {
+  // More batches than the server runs at once, so reading pauses and resumes.
+  constexpr uint64_t kBatches = 100;
+  StreamCall call(stub());
+  for (uint64_t id = 1; id <= kBatches; ++id) {
+    ASSERT_TRUE(call.Write(ClaimTwiceAndQuery(id))) << "batch " << id;
+  }
+  ASSERT_THAT(call.Close(), IsOk());
+
+  std::map<uint64_t, int> times_answered;
+  for (const v1::BatchResponse& answer : call.answers()) {
+    ++times_answered[answer.batch_id()];
+    const uint64_t id = answer.batch_id();
+    ASSERT_EQ(answer.results_size(), 3) << "batch " << id;
+    EXPECT_EQ(answer.results(0).claim().outcome(), v1::ClaimResponse::ACQUIRED) << "batch " << id;
+    EXPECT_EQ(answer.results(1).claim().outcome(), v1::ClaimResponse::IN_PROGRESS)
+        << "batch " << id;
+    EXPECT_EQ(answer.results(1).claim().holder(), absl::StrCat("owner-", id)) << "batch " << id;
+    EXPECT_EQ(answer.results(2).query().record().key(), absl::StrCat("event-", id))
+        << "batch " << id;
+    EXPECT_EQ(answer.results(2).query().record().token(), answer.results(0).claim().token())
+        << "batch " << id;
+  }
+  EXPECT_EQ(call.answers().size(), kBatches);
+  ASSERT_EQ(times_answered.size(), kBatches);
+  for (const auto& [id, times] : times_answered) {
+    EXPECT_TRUE(id >= 1 && id <= kBatches) << "unexpected batch_id " << id;
+    EXPECT_EQ(times, 1) << "batch " << id;
+  }
+}
+
+TEST_F(StreamTest, BadItemInAStreamedBatchGetsItsOwnError) {
+  v1::BatchRequest request;
+  request.set_batch_id(5);
+  *request.add_operations() = Op(ClaimOf(kNs, "event-1", "worker-a"));
+  *request.add_operations() = Op(ClaimOf(kNs, "event-2", ""));
+
+  StreamCall call(stub());
+  ASSERT_TRUE(call.Write(request));
+  ASSERT_THAT(call.Close(), IsOk());
+
+  ASSERT_EQ(call.answers().size(), 1u);
+  const v1::BatchResponse& answer = call.answers()[0];
+  EXPECT_EQ(answer.batch_id(), 5u);
+  ASSERT_EQ(answer.results_size(), 2);
+  EXPECT_EQ(answer.results(0).claim().outcome(), v1::ClaimResponse::ACQUIRED);
+  EXPECT_EQ(answer.results(1).error().code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(StreamTest, StreamWithNoBatchesEndsOk) {
+  StreamCall call(stub());
+
+  EXPECT_THAT(call.Close(), IsOk());
+  EXPECT_TRUE(call.answers().empty());
+}
+
+TEST_F(StreamTest, OversizedBatchEndsTheStreamWithInvalidArgument) {
+  v1::BatchRequest request;
+  for (int i = 0; i <= kMaxBatchOperations; ++i) {
+    *request.add_operations() = Op(QueryOf(kNs, absl::StrCat("event-", i)));
+  }
+
+  StreamCall call(stub());
+  call.Write(request);
+
+  EXPECT_THAT(call.Close(), IsInvalidArgumentNaming("operations"));
+}
+
+}  // namespace
+}  // namespace dedup::server::test
