@@ -7,8 +7,15 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "prometheus/text_serializer.h"
+#include "spdlog/spdlog.h"
 
 namespace dedup::server {
+namespace {
+
+constexpr char kDedupdVersion[] = "0.1.0";
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(
     const ServerSettings& settings, const storage::Clock* clock) {
@@ -19,9 +26,13 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(
       storage::Store::Open(store_options);
   if (!store.ok()) return store.status();
   server->store_ = std::move(*store);
+  std::vector<std::string> declared;
+  for (const auto& [name, policy] : settings.policies->declared()) declared.push_back(name);
+  server->metrics_ =
+      std::make_unique<Metrics>(declared, settings.max_namespace_labels, kDedupdVersion);
   server->pool_ = std::make_unique<WorkerPool>(settings.workers);
   server->service_ = std::make_unique<DedupService>(
-      server->store_.get(), server->pool_.get(),
+      server->store_.get(), server->pool_.get(), server->metrics_.get(),
       RequestTranslator(settings.policies, settings.max_key_bytes));
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -40,14 +51,49 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(
   }
   server->grpc_server_->GetHealthCheckService()->SetServingStatus(
       v1::Dedup::service_full_name(), true);
+  DedupServer* raw = server.get();
+  server->monitor_ = std::make_unique<StorageMonitor>(
+      server->store_.get(), server->metrics_.get(), absl::Milliseconds(settings.stats_interval_ms),
+      [raw](const absl::Status& error) { raw->OnStorageError(error); });
+  if (!settings.metrics_listen.empty()) {
+    auto http = HttpEndpoint::Start(
+        settings.metrics_listen,
+        {{"/metrics",
+          [raw] {
+            return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
+                                prometheus::TextSerializer().Serialize(
+                                    raw->metrics_->registry()->Collect())};
+          }},
+         {"/healthz", [raw] { return raw->Probe(false); }},
+         {"/readyz", [raw] { return raw->Probe(true); }}});
+    if (!http.ok()) return http.status();
+    server->http_ = std::move(*http);
+  }
   return server;
 }
 
 DedupServer::~DedupServer() { Shutdown(absl::ZeroDuration()); }
 
+void DedupServer::OnStorageError(const absl::Status& error) {
+  storage_failed_ = true;
+  spdlog::error("storage failed, answering NOT_SERVING until restarted: {}",
+                std::string(error.message()));
+  if (grpc_server_ != nullptr) {
+    grpc_server_->GetHealthCheckService()->SetServingStatus(false);
+  }
+}
+
+HttpResponse DedupServer::Probe(bool readiness) const {
+  if (storage_failed_) return {503, "text/plain; charset=utf-8", "storage failed\n"};
+  if (readiness && draining_) return {503, "text/plain; charset=utf-8", "shutting down\n"};
+  return {200, "text/plain; charset=utf-8", "ok\n"};
+}
+
 void DedupServer::Shutdown(absl::Duration grace) {
   if (stopped_) return;
   stopped_ = true;
+  draining_ = true;
+  monitor_.reset();
   if (grpc_server_ != nullptr) {
     grpc_server_->GetHealthCheckService()->Shutdown();
     // Waits for in-flight calls until the deadline, then cancels them; the
@@ -56,6 +102,7 @@ void DedupServer::Shutdown(absl::Duration grace) {
     grpc_server_->Wait();
   }
   if (pool_ != nullptr) pool_->Shutdown();
+  http_.reset();
   grpc_server_.reset();
   service_.reset();
   pool_.reset();

@@ -1,21 +1,30 @@
 #ifndef DEDUP_SERVER_DEDUP_SERVER_H_
 #define DEDUP_SERVER_DEDUP_SERVER_H_
 
+#include <atomic>
 #include <memory>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "server/dedup_service.h"
+#include "server/http_endpoint.h"
+#include "server/metrics.h"
 #include "server/server_settings.h"
+#include "server/storage_monitor.h"
 #include "server/worker_pool.h"
 #include "storage/store.h"
 
 namespace dedup::server {
 
-// A running dedupd: the store, the worker pool and the gRPC server with the
-// Dedup, health and reflection services. Used by the dedupd binary and by
-// tests, which start it on 127.0.0.1:0 and read the bound port.
+// A running dedupd: the store, the worker pool, the gRPC server with the
+// Dedup, health and reflection services, and the HTTP endpoint with
+// /metrics, /healthz and /readyz. Used by the dedupd binary and by tests,
+// which start it on 127.0.0.1:0 and read the bound ports.
+//
+// Health: gRPC health (service "dedup.v1.Dedup" and "") and /readyz say
+// SERVING / 200 until shutdown begins or storage reports a background error
+// (writes would fail); /healthz is 200 unless storage has failed.
 class DedupServer {
  public:
   // Opens the data directory and starts serving. `clock` (for tests) must
@@ -35,15 +44,27 @@ class DedupServer {
 
   // The port the gRPC server is bound to.
   int port() const { return port_; }
+  // The port of /metrics, /healthz and /readyz; 0 when they are off.
+  int http_port() const { return http_ != nullptr ? http_->port() : 0; }
   storage::Store* store() const { return store_.get(); }
+  Metrics* metrics() const { return metrics_.get(); }
+  // Reads storage statistics and health now instead of at the next interval.
+  void RefreshStorageStats() { monitor_->Refresh(); }
 
  private:
   DedupServer() = default;
+  void OnStorageError(const absl::Status& error);
+  HttpResponse Probe(bool readiness) const;
 
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> storage_failed_{false};
+  std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<DedupService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<StorageMonitor> monitor_;
+  std::unique_ptr<HttpEndpoint> http_;
   int port_ = 0;
   bool stopped_ = false;
 };

@@ -3,16 +3,25 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "server/response_builder.h"
 #include "server/scan_reactor.h"
 #include "server/status_convert.h"
 #include "server/stream_reactor.h"
+#include "spdlog/spdlog.h"
 
 namespace dedup::server {
 namespace {
 
 const grpc::Status kShuttingDown(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
+
+// A key for a log line: escaped, and cut short if long.
+std::string LogKey(const std::string& key) {
+  constexpr size_t kMax = 64;
+  std::string escaped = absl::CHexEscape(key.substr(0, kMax));
+  return key.size() > kMax ? escaped + "..." : escaped;
+}
 
 }  // namespace
 
@@ -25,73 +34,113 @@ absl::Status CheckBatchSize(const v1::BatchRequest& request) {
   return absl::OkStatus();
 }
 
-DedupService::DedupService(storage::Store* store, WorkerPool* pool,
+DedupService::DedupService(storage::Store* store, WorkerPool* pool, Metrics* metrics,
                            RequestTranslator translator)
-    : store_(store), pool_(pool), translator_(std::move(translator)) {}
+    : store_(store), pool_(pool), metrics_(metrics), translator_(std::move(translator)) {}
+
+void DedupService::RecordRequest(Method method, absl::Time start, const grpc::Status& status) {
+  static constexpr const char* kCodeNames[] = {
+      "OK",      "CANCELLED",         "UNKNOWN",         "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS",  "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+      "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
+      "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  const int code = static_cast<int>(status.error_code());
+  metrics_->RecordRequest(method, absl::Now() - start, code,
+                          code >= 0 && code <= 16 ? kCodeNames[code] : "UNKNOWN");
+  metrics_->RequestFinished();
+}
+
+void DedupService::NoteResult(const storage::Operation& op, const storage::OpResult& result) {
+  metrics_->RecordOperation(op, result);
+  if (result.takeover) {
+    spdlog::info("lease takeover: namespace={} key=\"{}\" owner={} token={} attempt={}",
+                 result.record.ns, LogKey(result.record.key), result.record.owner,
+                 result.record.token, result.record.attempts);
+  }
+  if (result.poisoned) {
+    spdlog::warn("key poisoned (FAILED after {} attempts): namespace={} key=\"{}\"",
+                 result.record.attempts, result.record.ns, LogKey(result.record.key));
+  }
+}
 
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* DedupService::Unary(
     grpc::CallbackServerContext* context, const Request* request, Response* response,
-    void (*fill)(const storage::OpResult&, Response*)) {
+    Method method, void (*fill)(const storage::OpResult&, Response*)) {
+  const absl::Time start = absl::Now();
+  metrics_->RequestStarted();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto finish = [this, reactor, method, start](const grpc::Status& status) {
+    RecordRequest(method, start, status);
+    reactor->Finish(status);
+  };
   absl::StatusOr<storage::Operation> op = translator_.Translate(*request);
   if (!op.ok()) {
-    reactor->Finish(ToGrpcStatus(op.status()));
+    finish(ToGrpcStatus(op.status()));
     return reactor;
   }
-  const bool queued = pool_->Submit([this, reactor, response, fill, op = std::move(*op)] {
+  const bool queued = pool_->Submit([this, response, fill, finish, op = std::move(*op)] {
     absl::StatusOr<storage::OpResult> result = store_->Apply(op);
-    if (result.ok()) fill(*result, response);
-    reactor->Finish(ToGrpcStatus(result.status()));
+    if (result.ok()) {
+      NoteResult(op, *result);
+      fill(*result, response);
+    }
+    finish(ToGrpcStatus(result.status()));
   });
-  if (!queued) reactor->Finish(kShuttingDown);
+  if (!queued) finish(kShuttingDown);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* DedupService::Claim(grpc::CallbackServerContext* context,
                                               const v1::ClaimRequest* request,
                                               v1::ClaimResponse* response) {
-  return Unary(context, request, response, &FillClaim);
+  return Unary(context, request, response, Method::kClaim, &FillClaim);
 }
 
 grpc::ServerUnaryReactor* DedupService::Complete(grpc::CallbackServerContext* context,
                                                  const v1::CompleteRequest* request,
                                                  v1::CompleteResponse* response) {
-  return Unary(context, request, response, &FillComplete);
+  return Unary(context, request, response, Method::kComplete, &FillComplete);
 }
 
 grpc::ServerUnaryReactor* DedupService::Release(grpc::CallbackServerContext* context,
                                                 const v1::ReleaseRequest* request,
                                                 v1::ReleaseResponse* response) {
-  return Unary(context, request, response, &FillRelease);
+  return Unary(context, request, response, Method::kRelease, &FillRelease);
 }
 
 grpc::ServerUnaryReactor* DedupService::Extend(grpc::CallbackServerContext* context,
                                                const v1::ExtendRequest* request,
                                                v1::ExtendResponse* response) {
-  return Unary(context, request, response, &FillExtend);
+  return Unary(context, request, response, Method::kExtend, &FillExtend);
 }
 
 grpc::ServerUnaryReactor* DedupService::Query(grpc::CallbackServerContext* context,
                                               const v1::QueryRequest* request,
                                               v1::QueryResponse* response) {
-  return Unary(context, request, response, &FillQuery);
+  return Unary(context, request, response, Method::kQuery, &FillQuery);
 }
 
 grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* context,
                                               const v1::BatchRequest* request,
                                               v1::BatchResponse* response) {
+  const absl::Time start = absl::Now();
+  metrics_->RequestStarted();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto finish = [this, reactor, start](const grpc::Status& status) {
+    RecordRequest(Method::kBatch, start, status);
+    reactor->Finish(status);
+  };
   absl::Status size = CheckBatchSize(*request);
   if (!size.ok()) {
-    reactor->Finish(ToGrpcStatus(size));
+    finish(ToGrpcStatus(size));
     return reactor;
   }
-  const bool queued = pool_->Submit([this, reactor, request, response] {
+  const bool queued = pool_->Submit([this, request, response, finish] {
     ExecuteBatch(*request, response);
-    reactor->Finish(grpc::Status::OK);
+    finish(grpc::Status::OK);
   });
-  if (!queued) reactor->Finish(kShuttingDown);
+  if (!queued) finish(kShuttingDown);
   return reactor;
 }
 
@@ -117,6 +166,7 @@ void DedupService::ExecuteBatch(const v1::BatchRequest& request,
   if (!valid.empty()) {
     std::vector<absl::StatusOr<storage::OpResult>> applied = store_->Apply(valid);
     for (size_t j = 0; j < applied.size(); ++j) {
+      if (applied[j].ok()) NoteResult(valid[j], *applied[j]);
       results[positions[j]] = std::move(applied[j]);
     }
   }

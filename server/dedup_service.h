@@ -2,6 +2,7 @@
 #define DEDUP_SERVER_DEDUP_SERVICE_H_
 
 #include "dedup/v1/dedup.grpc.pb.h"
+#include "server/metrics.h"
 #include "server/request_translator.h"
 #include "server/worker_pool.h"
 #include "storage/store.h"
@@ -20,8 +21,9 @@ absl::Status CheckBatchSize(const v1::BatchRequest& request);
 // parallel.
 class DedupService final : public v1::Dedup::CallbackService {
  public:
-  // `store` and `pool` must outlive the service.
-  DedupService(storage::Store* store, WorkerPool* pool, RequestTranslator translator);
+  // `store`, `pool` and `metrics` must outlive the service.
+  DedupService(storage::Store* store, WorkerPool* pool, Metrics* metrics,
+               RequestTranslator translator);
 
   grpc::ServerUnaryReactor* Claim(grpc::CallbackServerContext* context,
                                   const v1::ClaimRequest* request,
@@ -51,7 +53,12 @@ class DedupService final : public v1::Dedup::CallbackService {
   // worker.
   void ExecuteBatch(const v1::BatchRequest& request, v1::BatchResponse* response);
 
+  // Counts a finished RPC (latency from `start`) and ends its in-flight
+  // count, which the handler began with metrics()->RequestStarted().
+  void RecordRequest(Method method, absl::Time start, const grpc::Status& status);
+
   WorkerPool* pool() const { return pool_; }
+  Metrics* metrics() const { return metrics_; }
   storage::Store* store() const { return store_; }
   const RequestTranslator& translator() const { return translator_; }
 
@@ -59,10 +66,14 @@ class DedupService final : public v1::Dedup::CallbackService {
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
                                   const Request* request, Response* response,
+                                  Method method,
                                   void (*fill)(const storage::OpResult&, Response*));
+  // Metrics and notable-event logs of one storage answer.
+  void NoteResult(const storage::Operation& op, const storage::OpResult& result);
 
   storage::Store* const store_;
   WorkerPool* const pool_;
+  Metrics* const metrics_;
   const RequestTranslator translator_;
 };
 

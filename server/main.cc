@@ -14,6 +14,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "server/dedup_server.h"
@@ -37,6 +38,9 @@ ABSL_FLAG(bool, strict, false,
           "[config: strict_namespaces].");
 ABSL_FLAG(uint32_t, workers, 0, "Storage worker threads [config: workers; default 32].");
 ABSL_FLAG(uint32_t, max_key_bytes, 0, "Longest key in bytes [config: max_key_bytes; default 512].");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "HTTP address of /metrics, /healthz and /readyz, or off [config: metrics_listen; "
+          "default 127.0.0.1:7401].");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, port_file, "",
           "After binding, write the gRPC port to this file (useful with port 0).");
@@ -61,6 +65,8 @@ Flags (each overrides the config field in brackets):
                         deploy/dedupd.textproto and proto/dedup/v1/server_config.proto
   --listen=HOST:PORT    gRPC address [listen; default 127.0.0.1:7400]
   --data_dir=DIR        data directory, created if missing [data_dir; default ./dedupd-data]
+  --metrics_listen=ADDR /metrics, /healthz, /readyz over HTTP, or off
+                        [metrics_listen; default 127.0.0.1:7401]
   --shards=N            shards of a new data directory; an existing one keeps its
                         count and another value is refused [shards; default 16]
   --durability=MODE     fsync: reply after the WAL is synced; buffered: WAL synced
@@ -143,6 +149,9 @@ absl::StatusOr<ServerConfig> LoadConfig() {
   }
   if (!absl::GetFlag(FLAGS_listen).empty()) config.set_listen(absl::GetFlag(FLAGS_listen));
   if (!absl::GetFlag(FLAGS_data_dir).empty()) config.set_data_dir(absl::GetFlag(FLAGS_data_dir));
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    config.set_metrics_listen(absl::GetFlag(FLAGS_metrics_listen));
+  }
   if (absl::GetFlag(FLAGS_shards) != 0) config.set_shards(absl::GetFlag(FLAGS_shards));
   if (!absl::GetFlag(FLAGS_durability).empty()) {
     config.set_durability(absl::GetFlag(FLAGS_durability));
@@ -213,9 +222,11 @@ int main(int argc, char** argv) {
     spdlog::error("cannot start: {}", std::string(server.status().message()));
     return 1;
   }
-  spdlog::info("serving dedup.v1.Dedup on {} (port {}), data in {} with {} shards",
-               settings->listen, (*server)->port(), settings->store.path,
-               (*server)->store()->shard_count());
+  spdlog::info("serving dedup.v1.Dedup on {} (port {}), metrics on {}, data in {} with {} shards",
+               settings->listen, (*server)->port(),
+               (*server)->http_port() != 0 ? absl::StrCat("port ", (*server)->http_port())
+                                           : std::string("no port"),
+               settings->store.path, (*server)->store()->shard_count());
 
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     std::ofstream out(port_file, std::ios::trunc);

@@ -32,11 +32,12 @@ absl::StatusOr<storage::State> StateFilter(v1::RecordState state) {
 
 ScanReactor::ScanReactor(DedupService* service, const v1::ScanRequest& request)
     : service_(service), limit_(request.limit()) {
+  service_->metrics()->RequestStarted();
   absl::StatusOr<const Policy*> policy = service_->translator().Resolve(request.namespace_());
   absl::StatusOr<storage::State> state = StateFilter(request.state());
   absl::Status invalid = !policy.ok() ? policy.status() : state.status();
   if (!invalid.ok()) {
-    Finish(ToGrpcStatus(invalid));
+    Done(ToGrpcStatus(invalid));
     return;
   }
   query_.ns = request.namespace_();
@@ -51,7 +52,7 @@ void ScanReactor::FetchPage() {
     absl::StatusOr<storage::ScanPage> page =
         service_->store()->Scan(query_, cursor_, kPageSize);
     if (!page.ok()) {
-      Finish(ToGrpcStatus(page.status()));
+      Done(ToGrpcStatus(page.status()));
       return;
     }
     cursor_ = page->next;
@@ -63,13 +64,13 @@ void ScanReactor::FetchPage() {
     WriteNext();
   });
   if (!queued) {
-    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+    Done(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
   }
 }
 
 void ScanReactor::WriteNext() {
   if (cancelled_) {
-    Finish(grpc::Status::CANCELLED);
+    Done(grpc::Status::CANCELLED);
     return;
   }
   const bool limit_reached = limit_ != 0 && written_ >= limit_;
@@ -79,15 +80,20 @@ void ScanReactor::WriteNext() {
     return;
   }
   if (limit_reached || cursor_.done) {
-    Finish(grpc::Status::OK);
+    Done(grpc::Status::OK);
     return;
   }
   FetchPage();
 }
 
+void ScanReactor::Done(const grpc::Status& status) {
+  service_->RecordRequest(Method::kScan, start_, status);
+  Finish(status);
+}
+
 void ScanReactor::OnWriteDone(bool ok) {
   if (!ok) {
-    Finish(grpc::Status::CANCELLED);
+    Done(grpc::Status::CANCELLED);
     return;
   }
   WriteNext();

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/time/time.h"
+
 #include "dedup/v1/dedup.grpc.pb.h"
 #include "storage/store.h"
 
@@ -29,6 +31,8 @@ class ScanReactor final : public grpc::ServerWriteReactor<v1::Record> {
  private:
   void FetchPage();
   void WriteNext();
+  // Finishes the call and counts it.
+  void Done(const grpc::Status& status);
 
   DedupService* const service_;
   storage::ScanQuery query_;
@@ -38,6 +42,7 @@ class ScanReactor final : public grpc::ServerWriteReactor<v1::Record> {
   std::vector<v1::Record> page_;
   size_t next_ = 0;
   std::atomic<bool> cancelled_{false};
+  const absl::Time start_ = absl::Now();
 };
 
 }  // namespace dedup::server

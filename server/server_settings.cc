@@ -15,6 +15,7 @@ namespace dedup::server {
 namespace {
 
 constexpr char kDefaultListen[] = "127.0.0.1:7400";
+constexpr char kDefaultMetricsListen[] = "127.0.0.1:7401";
 constexpr char kDefaultDataDir[] = "./dedupd-data";
 constexpr uint32_t kMaxKeyBytesLimit = 64 * 1024;
 constexpr uint32_t kMaxResultBytesLimit = 3 * 1024 * 1024;  // Under gRPC's 4 MiB.
@@ -157,7 +158,14 @@ absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config) {
   }
   absl::Status s = ParseDurationField(config.shutdown_grace(), 10'000, 0,
                                       "shutdown_grace", &settings.shutdown_grace_ms);
+  s.Update(ParseDurationField(config.stats_interval(), 10'000, 100, "stats_interval",
+                              &settings.stats_interval_ms));
   if (!s.ok()) return s;
+  settings.metrics_listen = config.metrics_listen().empty() ? kDefaultMetricsListen
+                            : config.metrics_listen() == "off" ? ""
+                                                               : config.metrics_listen();
+  settings.max_namespace_labels =
+      config.max_namespace_labels() != 0 ? config.max_namespace_labels() : 100;
   s = ResolveStorage(config, &settings.store);
   if (!s.ok()) return s;
 
@@ -185,7 +193,9 @@ absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config) {
 
 std::string DescribeSettings(const ServerSettings& s) {
   return absl::StrCat(
-      "listen=", s.listen, " data_dir=", s.store.path,
+      "listen=", s.listen,
+      " metrics_listen=", s.metrics_listen.empty() ? std::string("off") : s.metrics_listen,
+      " data_dir=", s.store.path,
       " shards=", s.store.shards == 0 ? std::string("existing-or-16") : absl::StrCat(s.store.shards),
       " durability=",
       s.store.durability == storage::Durability::kFsync ? "fsync" : "buffered",

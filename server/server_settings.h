@@ -18,6 +18,9 @@ struct ServerSettings {
   uint32_t max_key_bytes = 512;
   uint32_t workers = 32;
   int64_t shutdown_grace_ms = 10'000;
+  std::string metrics_listen;  // Empty: no HTTP endpoint.
+  uint32_t max_namespace_labels = 100;
+  int64_t stats_interval_ms = 10'000;
   storage::StoreOptions store;  // clock left at the system clock.
   std::shared_ptr<const PolicyTable> policies;
 };

@@ -20,7 +20,12 @@ void StreamReactor::OnReadDone(bool ok) {
     MaybeFinish();
     return;
   }
-  absl::Status size = CheckBatchSize(request_);
+  // Taken out first: once reading may resume (from Answer on a worker, as
+  // soon as in_flight_ drops), gRPC may write the next message into
+  // request_.
+  v1::BatchRequest request = std::move(request_);
+  request_.Clear();
+  absl::Status size = CheckBatchSize(request);
   if (!size.ok()) {
     {
       absl::MutexLock lock(&mu_);
@@ -37,12 +42,17 @@ void StreamReactor::OnReadDone(bool ok) {
     read_more = in_flight_ < kMaxInFlight;
     reading_paused_ = !read_more;
   }
-  const bool queued = service_->pool()->Submit([this, request = std::move(request_)] {
+  const absl::Time start = absl::Now();
+  service_->metrics()->RequestStarted();
+  const bool queued = service_->pool()->Submit([this, start, request = std::move(request)] {
     v1::BatchResponse response;
     service_->ExecuteBatch(request, &response);
+    service_->RecordRequest(Method::kStream, start, grpc::Status::OK);
     Answer(std::move(response));
   });
   if (!queued) {
+    service_->RecordRequest(Method::kStream, start,
+                            grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down"));
     {
       absl::MutexLock lock(&mu_);
       --in_flight_;

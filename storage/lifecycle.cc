@@ -72,8 +72,9 @@ absl::StatusOr<Transition> DecideClaim(const ClaimOp& op,
 
   const bool takeover = history && state == State::kAbsent;
   if (takeover && current->attempts >= op.max_attempts) {
-    return Store(Outcome::kFailed,
-                 Poisoned(*current, now_ms, op.failed_retention_ms));
+    Transition t = Store(Outcome::kFailed, Poisoned(*current, now_ms, op.failed_retention_ms));
+    t.result.poisoned = true;
+    return t;
   }
   absl::StatusOr<uint64_t> token = next_token();
   if (!token.ok()) return token.status();
@@ -145,8 +146,9 @@ Transition DecideRelease(const ReleaseOp& op,
     return Answer(Outcome::kStaleToken, Visible(*current, now_ms));
   }
   if (current->attempts >= op.max_attempts) {
-    return Store(Outcome::kFailed,
-                 Poisoned(*current, now_ms, op.failed_retention_ms));
+    Transition t = Store(Outcome::kFailed, Poisoned(*current, now_ms, op.failed_retention_ms));
+    t.result.poisoned = true;
+    return t;
   }
   Record next = *current;
   next.state = State::kReleased;

@@ -80,6 +80,7 @@ struct OpResult {
   Outcome outcome = Outcome::kAbsent;
   Record record;
   bool takeover = false;  // Claim: acquired over an expired lease.
+  bool poisoned = false;  // This operation made the key FAILED.
 };
 
 // The namespace and key an operation addresses.

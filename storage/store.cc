@@ -374,4 +374,53 @@ absl::Status Store::Flush() {
 
 absl::Status Store::BackgroundError() const { return listener_->error(); }
 
+const char* StatsStateName(size_t index) {
+  static constexpr const char* kNames[] = {"in_progress", "completed", "released", "failed",
+                                           "expired"};
+  return index < 5 ? kNames[index] : "unknown";
+}
+
+StoreStats Store::Stats(size_t sample_per_shard) const {
+  StoreStats stats;
+  auto property = [this](rocksdb::ColumnFamilyHandle* cf, const char* name) {
+    uint64_t value = 0;
+    db_->GetIntProperty(cf, name, &value);
+    return value;
+  };
+  const int64_t now_ms = options_.clock->NowMs();
+  for (rocksdb::ColumnFamilyHandle* shard : shards_) {
+    stats.storage_bytes += property(shard, "rocksdb.total-sst-files-size") +
+                           property(shard, "rocksdb.cur-size-all-mem-tables");
+    stats.pending_compaction_bytes +=
+        property(shard, "rocksdb.estimate-pending-compaction-bytes");
+    const uint64_t estimated = property(shard, "rocksdb.estimate-num-keys");
+    std::array<uint64_t, 5> sampled = {0, 0, 0, 0, 0};
+    uint64_t total = 0;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), shard));
+    for (it->SeekToFirst(); it->Valid() && total < sample_per_shard; it->Next()) {
+      Record record;
+      if (!DecodeRecord(absl::string_view(it->value().data(), it->value().size()), &record)) {
+        continue;
+      }
+      const State state = EffectiveState(record, now_ms);
+      const size_t index = state == State::kAbsent ? 4 : static_cast<size_t>(state) - 1;
+      ++sampled[index];
+      ++total;
+    }
+    if (total == 0) continue;
+    // A small shard is counted exactly; a large one extrapolated.
+    const uint64_t population = total < sample_per_shard ? total : std::max(estimated, total);
+    for (size_t i = 0; i < sampled.size(); ++i) {
+      stats.records_by_state[i] += sampled[i] * population / total;
+    }
+  }
+  stats.write_stalled = property(meta_, "rocksdb.is-write-stopped") != 0 ||
+                        property(meta_, "rocksdb.actual-delayed-write-rate") != 0;
+  stats.background_error = !listener_->error().ok();
+  stats.dropped_completed = drops_->completed.load();
+  stats.dropped_failed = drops_->failed.load();
+  stats.dropped_abandoned = drops_->abandoned.load();
+  return stats;
+}
+
 }  // namespace dedup::storage

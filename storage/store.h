@@ -80,6 +80,23 @@ struct ScanPage {
   ScanCursor next;
 };
 
+// A reading of the store for metrics; every number is an estimate.
+struct StoreStats {
+  // Records by effective state, indexed as StatsStateName: in_progress,
+  // completed, released, failed, expired (lapsed, awaiting compaction).
+  std::array<uint64_t, 5> records_by_state = {0, 0, 0, 0, 0};
+  uint64_t storage_bytes = 0;             // SST files and memtables.
+  uint64_t pending_compaction_bytes = 0;
+  bool write_stalled = false;             // RocksDB delays or stops writes.
+  bool background_error = false;
+  uint64_t dropped_completed = 0;         // By the TTL filter since open.
+  uint64_t dropped_failed = 0;
+  uint64_t dropped_abandoned = 0;
+};
+
+// Label of records_by_state[index].
+const char* StatsStateName(size_t index);
+
 // The deduplication records of one data directory: RocksDB with one column
 // family per shard, lazy expiry on every read, TTL compaction and fencing
 // tokens that never go backwards.
@@ -120,6 +137,11 @@ class Store {
 
   // Syncs the WAL and flushes memtables.
   absl::Status Flush();
+
+  // Reads RocksDB's estimates. Records by state are extrapolated from the
+  // first `sample_per_shard` records of each shard times the shard's
+  // estimated key count. Reads, never blocks writers.
+  StoreStats Stats(size_t sample_per_shard) const;
 
   // OK, or the first RocksDB background error since open.
   absl::Status BackgroundError() const;

@@ -1,0 +1,248 @@
+#include "server/metrics.h"
+
+#include <utility>
+
+namespace dedup::server {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using storage::Outcome;
+
+constexpr char kOther[] = "other";
+
+// Latency buckets from 50 µs to 2.5 s: an fsync is ~0.1–10 ms.
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+          0.01,    0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5};
+}
+
+int ClaimIndex(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kAcquired:
+      return 0;
+    case Outcome::kInProgress:
+      return 1;
+    case Outcome::kCompleted:
+      return 2;
+    case Outcome::kFailed:
+      return 3;
+    default:
+      return 4;  // kMismatch
+  }
+}
+
+constexpr std::array<const char*, 5> kClaimOutcomes = {"acquired", "in_progress", "completed",
+                                                       "failed", "mismatch"};
+constexpr std::array<const char*, 4> kCompleteOutcomes = {"ok", "already_completed",
+                                                          "stale_token", "not_found"};
+constexpr std::array<const char*, 4> kReleaseOutcomes = {"ok", "failed", "stale_token",
+                                                         "not_found"};
+constexpr std::array<const char*, 3> kExtendOutcomes = {"ok", "stale_token", "not_found"};
+constexpr std::array<const char*, 3> kDropReasons = {"completed_retention", "failed_retention",
+                                                     "abandoned"};
+
+}  // namespace
+
+const char* MethodName(Method method) {
+  static constexpr std::array<const char*, kMethodCount> kNames = {
+      "Claim", "Complete", "Release", "Extend", "Query", "Batch", "Stream", "Scan"};
+  return kNames[static_cast<int>(method)];
+}
+
+Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_labels,
+                 const std::string& version)
+    : max_namespace_labels_(max_namespace_labels),
+      registry_(std::make_shared<prometheus::Registry>()),
+      claims_(BuildCounter()
+                  .Name("dedup_claims_total")
+                  .Help("Claims answered, by namespace and outcome.")
+                  .Register(*registry_)),
+      duplicates_(BuildCounter()
+                      .Name("dedup_duplicates_intercepted_total")
+                      .Help("Claims of a key already completed or in progress elsewhere: "
+                            "duplicate deliveries that did not run again.")
+                      .Register(*registry_)),
+      takeovers_(BuildCounter()
+                     .Name("dedup_lease_takeovers_total")
+                     .Help("Claims that acquired a key over an expired lease (the previous "
+                           "holder probably died).")
+                     .Register(*registry_)),
+      completes_(BuildCounter()
+                     .Name("dedup_completes_total")
+                     .Help("Completes answered, by namespace and outcome.")
+                     .Register(*registry_)),
+      releases_(BuildCounter()
+                    .Name("dedup_releases_total")
+                    .Help("Releases answered, by namespace and outcome.")
+                    .Register(*registry_)),
+      extends_(BuildCounter()
+                   .Name("dedup_extends_total")
+                   .Help("Extends answered, by namespace and outcome.")
+                   .Register(*registry_)),
+      stale_tokens_(BuildCounter()
+                        .Name("dedup_stale_tokens_total")
+                        .Help("Complete, Release or Extend refused for a token that is not the "
+                              "newest (a worker that lost its lease).")
+                        .Register(*registry_)),
+      mismatches_(BuildCounter()
+                      .Name("dedup_fingerprint_mismatches_total")
+                      .Help("Claims of a known key with a different fingerprint.")
+                      .Register(*registry_)),
+      poisoned_(BuildCounter()
+                    .Name("dedup_poisoned_total")
+                    .Help("Keys that became FAILED after max_attempts acquisitions.")
+                    .Register(*registry_)),
+      requests_(BuildCounter()
+                    .Name("dedup_requests_total")
+                    .Help("RPCs finished, by method and gRPC status code.")
+                    .Register(*registry_)),
+      latency_family_(BuildHistogram()
+                          .Name("dedup_request_duration_seconds")
+                          .Help("RPC latency from receipt to answer, by method.")
+                          .Register(*registry_)),
+      in_flight_(&BuildGauge()
+                      .Name("dedup_requests_in_flight")
+                      .Help("RPCs received and not yet answered.")
+                      .Register(*registry_)
+                      .Add({})),
+      compaction_drops_(BuildCounter()
+                            .Name("dedup_compaction_dropped_records_total")
+                            .Help("Records removed by TTL compaction, by reason.")
+                            .Register(*registry_)),
+      records_(BuildGauge()
+                   .Name("dedup_records")
+                   .Help("Stored records by state (an estimate from sampling; 'expired' "
+                         "awaits compaction).")
+                   .Register(*registry_)) {
+  for (int m = 0; m < kMethodCount; ++m) {
+    latency_[m] = &latency_family_.Add({{"method", MethodName(static_cast<Method>(m))}},
+                                       LatencyBuckets());
+  }
+  for (size_t i = 0; i < kDropReasons.size(); ++i) {
+    dropped_[i] = &compaction_drops_.Add({{"reason", kDropReasons[i]}});
+  }
+  auto gauge = [this](const char* name, const char* help) {
+    return &BuildGauge().Name(name).Help(help).Register(*registry_).Add({});
+  };
+  storage_bytes_ = gauge("dedup_storage_bytes", "Bytes in SST files and memtables (estimate).");
+  pending_compaction_bytes_ = gauge("dedup_storage_pending_compaction_bytes",
+                                    "Bytes RocksDB estimates compaction must rewrite.");
+  write_stalled_ = gauge("dedup_storage_write_stalled",
+                         "1 while RocksDB delays or stops writes, else 0.");
+  background_errors_ = gauge("dedup_storage_background_error",
+                             "1 once RocksDB reported a background error (writes fail), else 0.");
+  BuildGauge()
+      .Name("dedup_build_info")
+      .Help("Always 1; the version label says which dedupd runs.")
+      .Register(*registry_)
+      .Add({{"version", version}})
+      .Set(1);
+  absl::MutexLock lock(&mu_);
+  for (const std::string& ns : declared) series_[ns] = std::unique_ptr<NamespaceSeries>(CreateSeries(ns));
+  series_[kOther] = std::unique_ptr<NamespaceSeries>(CreateSeries(kOther));
+}
+
+Metrics::NamespaceSeries* Metrics::CreateSeries(const std::string& label) {
+  auto s = new NamespaceSeries();
+  for (size_t i = 0; i < kClaimOutcomes.size(); ++i) {
+    s->claims[i] = &claims_.Add({{"namespace", label}, {"outcome", kClaimOutcomes[i]}});
+  }
+  s->duplicates_completed = &duplicates_.Add({{"namespace", label}, {"kind", "completed"}});
+  s->duplicates_in_progress = &duplicates_.Add({{"namespace", label}, {"kind", "in_progress"}});
+  s->takeovers = &takeovers_.Add({{"namespace", label}});
+  for (size_t i = 0; i < kCompleteOutcomes.size(); ++i) {
+    s->completes[i] = &completes_.Add({{"namespace", label}, {"outcome", kCompleteOutcomes[i]}});
+  }
+  for (size_t i = 0; i < kReleaseOutcomes.size(); ++i) {
+    s->releases[i] = &releases_.Add({{"namespace", label}, {"outcome", kReleaseOutcomes[i]}});
+  }
+  for (size_t i = 0; i < kExtendOutcomes.size(); ++i) {
+    s->extends[i] = &extends_.Add({{"namespace", label}, {"outcome", kExtendOutcomes[i]}});
+  }
+  s->stale_tokens = &stale_tokens_.Add({{"namespace", label}});
+  s->mismatches = &mismatches_.Add({{"namespace", label}});
+  s->poisoned = &poisoned_.Add({{"namespace", label}});
+  return s;
+}
+
+Metrics::NamespaceSeries* Metrics::SeriesFor(const std::string& ns) {
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (auto it = series_.find(ns); it != series_.end()) return it->second.get();
+  }
+  absl::MutexLock lock(&mu_);
+  if (auto it = series_.find(ns); it != series_.end()) return it->second.get();
+  if (undeclared_labels_ >= max_namespace_labels_) return series_[kOther].get();
+  ++undeclared_labels_;
+  auto& slot = series_[ns];
+  slot.reset(CreateSeries(ns));
+  return slot.get();
+}
+
+void Metrics::RecordOperation(const storage::Operation& op, const storage::OpResult& result) {
+  NamespaceSeries* s = SeriesFor(storage::OpNamespace(op));
+  const Outcome outcome = result.outcome;
+  if (result.poisoned) s->poisoned->Increment();
+  if (outcome == Outcome::kStaleToken) s->stale_tokens->Increment();
+  if (std::holds_alternative<storage::ClaimOp>(op)) {
+    s->claims[ClaimIndex(outcome)]->Increment();
+    if (outcome == Outcome::kCompleted) s->duplicates_completed->Increment();
+    if (outcome == Outcome::kInProgress) s->duplicates_in_progress->Increment();
+    if (outcome == Outcome::kMismatch) s->mismatches->Increment();
+    if (result.takeover) s->takeovers->Increment();
+  } else if (std::holds_alternative<storage::CompleteOp>(op)) {
+    const int i = outcome == Outcome::kOk                 ? 0
+                  : outcome == Outcome::kAlreadyCompleted ? 1
+                  : outcome == Outcome::kStaleToken       ? 2
+                                                          : 3;
+    s->completes[i]->Increment();
+  } else if (std::holds_alternative<storage::ReleaseOp>(op)) {
+    const int i = outcome == Outcome::kOk           ? 0
+                  : outcome == Outcome::kFailed     ? 1
+                  : outcome == Outcome::kStaleToken ? 2
+                                                    : 3;
+    s->releases[i]->Increment();
+  } else if (std::holds_alternative<storage::ExtendOp>(op)) {
+    const int i = outcome == Outcome::kOk ? 0 : outcome == Outcome::kStaleToken ? 1 : 2;
+    s->extends[i]->Increment();
+  }
+}
+
+void Metrics::RecordRequest(Method method, absl::Duration latency, int code,
+                            const char* code_name) {
+  latency_[static_cast<int>(method)]->Observe(absl::ToDoubleSeconds(latency));
+  std::atomic<prometheus::Counter*>& slot =
+      requests_by_code_[static_cast<int>(method)][code >= 0 && code < kCodeCount ? code : 2];
+  prometheus::Counter* counter = slot.load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    // Family::Add returns the same series for the same labels, so a race
+    // here only looks it up twice.
+    counter = &requests_.Add({{"method", MethodName(method)}, {"code", code_name}});
+    slot.store(counter, std::memory_order_release);
+  }
+  counter->Increment();
+}
+
+void Metrics::RecordStorage(const storage::StoreStats& stats) {
+  storage_bytes_->Set(static_cast<double>(stats.storage_bytes));
+  pending_compaction_bytes_->Set(static_cast<double>(stats.pending_compaction_bytes));
+  write_stalled_->Set(stats.write_stalled ? 1 : 0);
+  background_errors_->Set(stats.background_error ? 1 : 0);
+  for (size_t i = 0; i < stats.records_by_state.size(); ++i) {
+    records_.Add({{"state", storage::StatsStateName(i)}})
+        .Set(static_cast<double>(stats.records_by_state[i]));
+  }
+  absl::MutexLock lock(&storage_mu_);
+  const std::array<uint64_t, 3> dropped = {stats.dropped_completed, stats.dropped_failed,
+                                           stats.dropped_abandoned};
+  for (size_t i = 0; i < dropped.size(); ++i) {
+    if (dropped[i] > dropped_seen_[i]) {
+      dropped_[i]->Increment(static_cast<double>(dropped[i] - dropped_seen_[i]));
+      dropped_seen_[i] = dropped[i];
+    }
+  }
+}
+
+}  // namespace dedup::server
