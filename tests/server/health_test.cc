@@ -1,7 +1,7 @@
 // The standard gRPC health service answers for the server and for the
 // Dedup service, so load balancers and orchestrators can probe it (DESIGN §6).
 
-#include "health.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/server/test_server.h"
 
 namespace dedup::server::test {
