@@ -13,12 +13,12 @@ absl::Status FromItemError(const v1::Error& error) {
 
 }  // namespace
 
-BatchStream::BatchStream(std::function<void(BatchStream*)> on_done)
-    : on_done_(std::move(on_done)) {}
+BatchStream::BatchStream(LiveCalls* live, std::function<void(BatchStream*)> on_done)
+    : live_(live), on_done_(std::move(on_done)) {}
 
-std::shared_ptr<BatchStream> BatchStream::Open(v1::Dedup::Stub* stub,
+std::shared_ptr<BatchStream> BatchStream::Open(v1::Dedup::Stub* stub, LiveCalls* live,
                                                std::function<void(BatchStream*)> on_done) {
-  std::shared_ptr<BatchStream> stream(new BatchStream(std::move(on_done)));
+  std::shared_ptr<BatchStream> stream(new BatchStream(live, std::move(on_done)));
   stream->self_ = stream;
   stub->async()->Stream(&stream->context_, stream.get());
   stream->StartRead(&stream->response_);

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dedup/v1/dedup.grpc.pb.h"
+#include "live_calls.h"
 #include "waiter.h"
 
 namespace dedup::client {
@@ -26,7 +27,7 @@ class BatchStream final : public grpc::ClientBidiReactor<v1::BatchRequest, v1::B
   using Waiters = std::vector<std::shared_ptr<Waiter>>;
 
   // Opens the call. `on_done` runs once, from OnDone, when the call is over.
-  static std::shared_ptr<BatchStream> Open(v1::Dedup::Stub* stub,
+  static std::shared_ptr<BatchStream> Open(v1::Dedup::Stub* stub, LiveCalls* live,
                                            std::function<void(BatchStream*)> on_done);
 
   // Queues `request`, whose i-th operation answers waiters[i]. Returns
@@ -46,10 +47,11 @@ class BatchStream final : public grpc::ClientBidiReactor<v1::BatchRequest, v1::B
   void OnDone(const grpc::Status& status) override;
 
  private:
-  explicit BatchStream(std::function<void(BatchStream*)> on_done);
+  BatchStream(LiveCalls* live, std::function<void(BatchStream*)> on_done);
   // Starts the next write, or the half-close, if nothing is being written.
   void Pump() ABSL_LOCKS_EXCLUDED(mu_);
 
+  const LiveCalls::Token live_;  // First: outlives context_ (see live_calls.h).
   grpc::ClientContext context_;
   v1::BatchResponse response_;  // Owned by the outstanding read.
   const std::function<void(BatchStream*)> on_done_;

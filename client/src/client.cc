@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
+#include "live_calls.h"
 #include "scheduler.h"
 #include "stream_batcher.h"
 #include "waiter.h"
@@ -34,6 +35,7 @@ class Client::Impl {
  public:
   explicit Impl(const ClientOptions& options)
       : options_(options),
+        live_calls_(std::make_unique<LiveCalls>()),
         channel_(grpc::CreateChannel(options.endpoint,
                                      options.credentials != nullptr
                                          ? options.credentials
@@ -42,7 +44,7 @@ class Client::Impl {
         health_(grpc::health::v1::Health::NewStub(channel_)),
         scheduler_(std::make_unique<Scheduler>()) {
     if (options.coalesce) {
-      batcher_ = std::make_unique<StreamBatcher>(stub_.get(), scheduler_.get(),
+      batcher_ = std::make_unique<StreamBatcher>(stub_.get(), scheduler_.get(), live_calls_.get(),
                                                  options.batch_window, options.max_batch);
     }
   }
@@ -57,6 +59,8 @@ class Client::Impl {
     // stopping it first means none runs while the batcher goes away.
     scheduler_.reset();
     batcher_.reset();
+    // The channel goes with this object; its last user must be gone first.
+    live_calls_->WaitForNone();
   }
 
   absl::Time Deadline(const CallOptions& options) const {
@@ -119,11 +123,13 @@ class Client::Impl {
   template <typename Request, typename Response, typename Start, typename Put>
   void Unary(const Request& request, std::shared_ptr<Waiter> waiter, Start start, Put put) {
     struct State {
+      explicit State(LiveCalls* live) : live(live) {}
+      const LiveCalls::Token live;  // First: outlives context (see live_calls.h).
       grpc::ClientContext context;
       Request request;
       Response response;
     };
-    auto state = std::make_shared<State>();
+    auto state = std::make_shared<State>(live_calls_.get());
     state->request = request;
     state->context.set_deadline(absl::ToChronoTime(waiter->deadline()));
     start(stub_->async(), &state->context, &state->request, &state->response,
@@ -179,6 +185,8 @@ class Client::Impl {
   }
 
   const ClientOptions options_;
+  // Declared before the channel: destroyed after it.
+  std::unique_ptr<LiveCalls> live_calls_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Dedup::Stub> stub_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <thread>
+#include <vector>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -52,12 +53,17 @@ class Guard::LeaseKeeper {
     thread_ = std::thread([this] { Run(); });
   }
 
+  // Stops renewing and waits for Extends still in flight (their callbacks
+  // use this object).
   ~LeaseKeeper() {
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
     }
     thread_.join();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](int* outstanding) { return *outstanding == 0; }, &outstanding_));
   }
 
   uint64_t Add(const std::string& key, uint64_t token, absl::Duration lease,
@@ -90,12 +96,21 @@ class Guard::LeaseKeeper {
     while (!stopping_) {
       absl::Time next = absl::InfiniteFuture();
       const absl::Time now = absl::Now();
+      std::vector<std::pair<uint64_t, Entry>> due;
       for (auto& [id, entry] : entries_) {
         if (entry.due <= now) {
-          ExtendLocked(id, entry);
+          due.emplace_back(id, entry);
           entry.due = now + entry.period;
         }
         next = std::min(next, entry.due);
+      }
+      outstanding_ += static_cast<int>(due.size());
+      if (!due.empty()) {
+        // Not under the lock: an answer may arrive on this very thread.
+        mu_.Unlock();
+        for (const auto& [id, entry] : due) Extend(id, entry);
+        mu_.Lock();
+        continue;
       }
       const uint64_t seen = changes_;
       struct Args {
@@ -112,7 +127,7 @@ class Guard::LeaseKeeper {
     }
   }
 
-  void ExtendLocked(uint64_t id, const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void Extend(uint64_t id, const Entry& entry) {
     v1::ExtendRequest request;
     request.set_namespace_(ns_);
     request.set_key(entry.key);
@@ -123,8 +138,9 @@ class Guard::LeaseKeeper {
     client_->ExtendAsync(
         request,
         [this, id](absl::StatusOr<v1::ExtendResponse> response) {
-          if (!response.ok() || response->outcome() == v1::ExtendResponse::OK) return;
           absl::MutexLock lock(&mu_);
+          --outstanding_;
+          if (!response.ok() || response->outcome() == v1::ExtendResponse::OK) return;
           if (auto it = entries_.find(id); it != entries_.end()) it->second.lost->store(true);
         },
         options);
@@ -137,6 +153,7 @@ class Guard::LeaseKeeper {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // Extends awaiting their answer.
   std::thread thread_;
 };
 

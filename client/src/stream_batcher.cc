@@ -10,9 +10,13 @@ constexpr absl::Duration kSweepInterval = absl::Milliseconds(5);
 
 }  // namespace
 
-StreamBatcher::StreamBatcher(v1::Dedup::Stub* stub, Scheduler* scheduler,
+StreamBatcher::StreamBatcher(v1::Dedup::Stub* stub, Scheduler* scheduler, LiveCalls* live,
                              absl::Duration window, int max_batch)
-    : stub_(stub), scheduler_(scheduler), window_(window), max_batch_(std::max(max_batch, 1)) {
+    : stub_(stub),
+      scheduler_(scheduler),
+      live_calls_(live),
+      window_(window),
+      max_batch_(std::max(max_batch, 1)) {
   scheduler_->After(kSweepInterval, [this] { Sweep(); });
 }
 
@@ -74,7 +78,8 @@ void StreamBatcher::Dispatch(Batch batch) {
     {
       absl::MutexLock lock(&mu_);
       if (current_ == nullptr || attempt > 0) {
-        current_ = BatchStream::Open(stub_, [this](BatchStream* s) { StreamEnded(s); });
+        current_ =
+            BatchStream::Open(stub_, live_calls_, [this](BatchStream* s) { StreamEnded(s); });
         live_.push_back(current_);
       }
       stream = current_;

@@ -1,0 +1,54 @@
+#ifndef DEDUP_CLIENT_SRC_LIVE_CALLS_H_
+#define DEDUP_CLIENT_SRC_LIVE_CALLS_H_
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace dedup::client {
+
+// Counts objects that hold a grpc::ClientContext (a call, and through it
+// the channel), so that the client can wait for the last of them to be
+// destroyed before it drops its channel.
+//
+// Why: gRPC runs callback-API reactions on its own threads and these
+// objects are destroyed there. If the last reference to a channel went
+// away on one of those threads, gRPC would shut down the callback queue
+// from its own thread and crash at exit (gRPC 1.51). Waiting here keeps the
+// channel's last reference on the thread that destroys the client.
+class LiveCalls {
+ public:
+  // Held as the *first* member of an object that owns a ClientContext:
+  // members are destroyed in reverse order, so the count drops only after
+  // the context is gone.
+  class Token {
+   public:
+    explicit Token(LiveCalls* calls) : calls_(calls) {
+      absl::MutexLock lock(&calls_->mu_);
+      ++calls_->live_;
+    }
+    ~Token() {
+      absl::MutexLock lock(&calls_->mu_);
+      --calls_->live_;
+    }
+    Token(const Token&) = delete;
+    Token& operator=(const Token&) = delete;
+
+   private:
+    LiveCalls* const calls_;
+  };
+
+  // Blocks until no Token is alive.
+  void WaitForNone() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](int* live) { return *live == 0; }, &live_));
+  }
+
+ private:
+  absl::Mutex mu_;
+  int live_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace dedup::client
+
+#endif  // DEDUP_CLIENT_SRC_LIVE_CALLS_H_
