@@ -41,7 +41,7 @@ TEST(DataDirTest, SecondServerOnADataDirInUseExitsOneSayingSoAndFirstKeepsServin
   ASSERT_EQ(ClaimAndComplete((*first)->client(), "order-1", "shipped"), "");
 
   absl::StatusOr<FinishedRun> second = RunToExit(
-      {"--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", "--port_file=" + dir.Sub("second-port"), "--data_dir=" + data_dir},
+      {"--listen=127.0.0.1:0", "--metrics_listen=off", "--port_file=" + dir.Sub("second-port"), "--data_dir=" + data_dir},
       dir.Sub("second.log"), kExitTimeout);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->status, ExitStatus::Exited(1)) << second->output;
@@ -70,7 +70,7 @@ TEST(DataDirTest, RestartWithAnotherShardCountExitsOneNamingBothCounts) {
   ASSERT_EQ(*stopped, ExitStatus::Exited(0));
 
   absl::StatusOr<FinishedRun> reshard =
-      RunToExit({"--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", "--port_file=" + dir.Sub("reshard-port"),
+      RunToExit({"--listen=127.0.0.1:0", "--metrics_listen=off", "--port_file=" + dir.Sub("reshard-port"),
                  "--data_dir=" + data_dir, "--shards=8"},
                 dir.Sub("reshard.log"), kExitTimeout);
   ASSERT_TRUE(reshard.ok()) << reshard.status();

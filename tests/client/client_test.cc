@@ -153,7 +153,7 @@ TEST_P(ClientTest, RetriesUnavailableUntilTheServerIsBack) {
   config.set_listen(absl::StrCat("127.0.0.1:", port));
   config.set_data_dir(dir.path() + "/data");
   config.set_durability("buffered");
-  config.set_metrics_listen("127.0.0.1:0");
+  config.set_metrics_listen("off");
   auto settings = server::ResolveSettings(config);
   ASSERT_TRUE(settings.ok()) << settings.status();
 

@@ -39,7 +39,7 @@ class PythonClientTest(unittest.TestCase):
         port_file = os.path.join(cls.tmp, "port")
         cls.log = open(os.path.join(cls.tmp, "dedupd.log"), "w")
         cls.server = subprocess.Popen(
-            [ARGS.dedupd, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", "--port_file=" + port_file,
+            [ARGS.dedupd, "--listen=127.0.0.1:0", "--metrics_listen=off", "--port_file=" + port_file,
              "--data_dir=" + os.path.join(cls.tmp, "data"), "--durability=buffered"],
             stdout=cls.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 15
