@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/listener.h"
 #include "rocksdb/options.h"
@@ -109,6 +110,7 @@ absl::Status Store::OpenDb() {
   db_options.max_background_jobs = 4;
   db_options.db_write_buffer_size = 256ull << 20;
   db_options.listeners.push_back(listener_);
+  if (options_.env != nullptr) db_options.env = options_.env.get();
 
   rocksdb::BlockBasedTableOptions table;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
@@ -215,7 +217,9 @@ Store::~Store() {
     sync_thread_.join();
   }
   if (db_ == nullptr) return;
-  db_->SyncWAL().PermitUncheckedError();
+  // After a background error the WAL writer is broken; RocksDB refuses (and
+  // in builds with assertions, aborts on) further syncs through it.
+  if (listener_->error().ok()) db_->SyncWAL().PermitUncheckedError();
   for (rocksdb::ColumnFamilyHandle* handle : shards_) {
     db_->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
   }
@@ -231,8 +235,9 @@ void Store::SyncLoop() {
                               absl::Milliseconds(options_.buffered_sync_interval_ms));
     if (stopping_) break;
     sync_mu_.Unlock();
-    // Failures reach the background-error listener and the next Flush.
-    db_->SyncWAL().PermitUncheckedError();
+    // Failures reach the background-error listener; after one, the store
+    // accepts no writes and there is nothing left to sync.
+    if (listener_->error().ok()) db_->SyncWAL().PermitUncheckedError();
     sync_mu_.Lock();
   }
 }
@@ -367,7 +372,9 @@ absl::Status Store::CompactAll() {
 }
 
 absl::Status Store::Flush() {
-  absl::Status status = FromRocks(db_->SyncWAL(), "WAL sync failed");
+  absl::Status status = listener_->error();
+  if (!status.ok()) return status;
+  status = FromRocks(db_->SyncWAL(), "WAL sync failed");
   if (!status.ok()) return status;
   return FromRocks(db_->Flush(rocksdb::FlushOptions(), shards_), "flush failed");
 }

@@ -24,6 +24,7 @@
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class Env;
 class EventListener;
 }  // namespace rocksdb
 
@@ -57,6 +58,9 @@ struct StoreOptions {
   uint64_t token_block = 1 << 16;
   // Source of time; must outlive the store.
   const Clock* clock = SystemClock::Default();
+  // RocksDB environment; null means the default. Tests pass one whose file
+  // system fails on command, to see how storage faults surface.
+  std::shared_ptr<rocksdb::Env> env;
 };
 
 inline constexpr uint32_t kDefaultShards = 16;

@@ -1,0 +1,259 @@
+// What operators see: /metrics scraped over HTTP after scripted workloads
+// asserts exact counter deltas, and health (gRPC, /healthz, /readyz)
+// flips when storage fails under the server.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "server/server_settings.h"
+#include "tests/server/failing_file_system.h"
+#include "tests/server/test_server.h"
+
+namespace dedup::server::test {
+namespace {
+
+struct HttpReply {
+  int code = 0;
+  std::string body;
+};
+
+// A plain HTTP/1.0 GET to 127.0.0.1:port.
+HttpReply Get(int port, const std::string& path) {
+  HttpReply reply;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return reply;
+  }
+  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return reply;
+  }
+  std::string raw;
+  char buffer[8192];
+  for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) > 0;) raw.append(buffer, n);
+  close(fd);
+  const size_t space = raw.find(' ');
+  const size_t body = raw.find("\r\n\r\n");
+  if (space == std::string::npos || body == std::string::npos) return reply;
+  absl::SimpleAtoi(raw.substr(space + 1, 3), &reply.code);
+  reply.body = raw.substr(body + 4);
+  return reply;
+}
+
+// Series → value from the Prometheus text format; labels as printed
+// (prometheus-cpp sorts them by name).
+std::map<std::string, double> ParseMetrics(const std::string& text) {
+  std::map<std::string, double> series;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    double value = 0;
+    if (space != absl::string_view::npos && absl::SimpleAtod(line.substr(space + 1), &value)) {
+      series[std::string(line.substr(0, space))] = value;
+    }
+  }
+  return series;
+}
+
+constexpr char kConfig[] = R"pb(
+  durability: "buffered"
+  max_namespace_labels: 2
+  namespaces {
+    name: "coupons"
+    policy { retention_floor: "1s" lease_default: "10s" }
+  }
+)pb";
+
+class MetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(nullptr); }
+
+  void Start(std::shared_ptr<rocksdb::Env> env) {
+    auto config = ParseConfigText(kConfig);
+    ASSERT_TRUE(config.ok()) << config.status();
+    config->set_listen("127.0.0.1:0");
+    config->set_metrics_listen("127.0.0.1:0");
+    config->set_data_dir(dir_.path() + "/data");
+    auto settings = ResolveSettings(*config);
+    ASSERT_TRUE(settings.ok()) << settings.status();
+    settings->store.env = std::move(env);
+    auto server = DedupServer::Start(*settings, &clock_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Dedup::NewStub(channel_);
+  }
+
+  void TearDown() override {
+    stub_.reset();
+    channel_.reset();
+    if (server_ != nullptr) server_->Shutdown(absl::Seconds(5));
+  }
+
+  std::map<std::string, double> Scrape() {
+    server_->RefreshStorageStats();
+    HttpReply reply = Get(server_->http_port(), "/metrics");
+    EXPECT_EQ(reply.code, 200);
+    return ParseMetrics(reply.body);
+  }
+
+  v1::ClaimResponse Claim(const std::string& ns, const std::string& key,
+                          const std::string& owner) {
+    v1::ClaimResponse response;
+    auto context = NewContext();
+    EXPECT_TRUE(stub_->Claim(context.get(), ClaimOf(ns, key, owner), &response).ok());
+    return response;
+  }
+
+  v1::CompleteResponse Complete(const std::string& ns, const std::string& key, uint64_t token,
+                                std::optional<uint64_t> retention_ms = std::nullopt) {
+    v1::CompleteRequest request = CompleteOf(ns, key, token, "done");
+    if (retention_ms) request.set_retention_ms(*retention_ms);
+    v1::CompleteResponse response;
+    auto context = NewContext();
+    EXPECT_TRUE(stub_->Complete(context.get(), request, &response).ok());
+    return response;
+  }
+
+  std::string HealthOfDedup() {
+    auto health = grpc::health::v1::Health::NewStub(channel_);
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service("dedup.v1.Dedup");
+    grpc::health::v1::HealthCheckResponse response;
+    auto context = NewContext();
+    grpc::Status status = health->Check(context.get(), request, &response);
+    if (!status.ok()) return absl::StrCat("error ", status.error_code());
+    return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+  }
+
+  TempDir dir_;
+  storage::ManualClock clock_{kStartMs};
+  std::unique_ptr<DedupServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Dedup::Stub> stub_;
+};
+
+TEST_F(MetricsTest, HundredClaimsWithThirtyCompletedAndTenInProgressDuplicates) {
+  std::map<std::string, uint64_t> tokens;
+  for (int i = 0; i < 60; ++i) {
+    tokens[absl::StrCat("k", i)] = Claim("coupons", absl::StrCat("k", i), "worker-a").token();
+  }
+  for (int i = 0; i < 50; ++i) Complete("coupons", absl::StrCat("k", i), tokens[absl::StrCat("k", i)]);
+  for (int i = 0; i < 30; ++i) Claim("coupons", absl::StrCat("k", i), "worker-b");       // Completed.
+  for (int i = 50; i < 60; ++i) Claim("coupons", absl::StrCat("k", i), "worker-b");      // In progress.
+
+  auto m = Scrape();
+  EXPECT_EQ(m[R"(dedup_claims_total{namespace="coupons",outcome="acquired"})"], 60);
+  EXPECT_EQ(m[R"(dedup_claims_total{namespace="coupons",outcome="completed"})"], 30);
+  EXPECT_EQ(m[R"(dedup_claims_total{namespace="coupons",outcome="in_progress"})"], 10);
+  EXPECT_EQ(m[R"(dedup_duplicates_intercepted_total{kind="completed",namespace="coupons"})"], 30);
+  EXPECT_EQ(m[R"(dedup_duplicates_intercepted_total{kind="in_progress",namespace="coupons"})"], 10);
+  EXPECT_EQ(m[R"(dedup_completes_total{namespace="coupons",outcome="ok"})"], 50);
+  EXPECT_EQ(m[R"(dedup_requests_total{code="OK",method="Claim"})"], 100);
+  EXPECT_EQ(m[R"(dedup_requests_total{code="OK",method="Complete"})"], 50);
+  EXPECT_EQ(m[R"(dedup_request_duration_seconds_count{method="Claim"})"], 100);
+  EXPECT_EQ(m["dedup_requests_in_flight"], 0);
+  EXPECT_EQ(m[R"(dedup_records{state="completed"})"], 50);
+  EXPECT_EQ(m[R"(dedup_records{state="in_progress"})"], 10);
+  EXPECT_GT(m["dedup_storage_bytes"], 0);
+  EXPECT_EQ(m[R"(dedup_build_info{version="0.1.0"})"], 1);
+}
+
+TEST_F(MetricsTest, TakeoversStaleTokensMismatchesAndBadInputAreCounted) {
+  const uint64_t old_token = Claim("coupons", "k", "worker-a").token();
+  clock_.AdvanceMs(10'001);  // Past the namespace's 10 s lease.
+  EXPECT_TRUE(Claim("coupons", "k", "worker-b").takeover());
+  EXPECT_EQ(Complete("coupons", "k", old_token).outcome(), v1::CompleteResponse::STALE_TOKEN);
+  v1::ClaimRequest fingerprinted = ClaimOf("coupons", "fp", "worker-a");
+  fingerprinted.set_fingerprint("sha-1");
+  v1::ClaimResponse ignored;
+  auto c1 = NewContext();
+  ASSERT_TRUE(stub_->Claim(c1.get(), fingerprinted, &ignored).ok());
+  fingerprinted.set_fingerprint("sha-2");
+  auto c2 = NewContext();
+  ASSERT_TRUE(stub_->Claim(c2.get(), fingerprinted, &ignored).ok());
+  EXPECT_EQ(ignored.outcome(), v1::ClaimResponse::MISMATCH);
+  auto c3 = NewContext();
+  EXPECT_FALSE(stub_->Claim(c3.get(), ClaimOf("coupons", "", "worker-a"), &ignored).ok());
+
+  auto m = Scrape();
+  EXPECT_EQ(m[R"(dedup_lease_takeovers_total{namespace="coupons"})"], 1);
+  EXPECT_EQ(m[R"(dedup_stale_tokens_total{namespace="coupons"})"], 1);
+  EXPECT_EQ(m[R"(dedup_completes_total{namespace="coupons",outcome="stale_token"})"], 1);
+  EXPECT_EQ(m[R"(dedup_fingerprint_mismatches_total{namespace="coupons"})"], 1);
+  EXPECT_EQ(m[R"(dedup_claims_total{namespace="coupons",outcome="mismatch"})"], 1);
+  EXPECT_EQ(m[R"(dedup_requests_total{code="INVALID_ARGUMENT",method="Claim"})"], 1);
+}
+
+TEST_F(MetricsTest, NamespacesBeyondTheLabelLimitAreCountedAsOther) {
+  for (const char* ns : {"first", "second", "third", "fourth"}) Claim(ns, "k", "worker-a");
+  Claim("coupons", "k", "worker-a");  // Declared: always its own label.
+  auto m = Scrape();
+  EXPECT_EQ(m[R"(dedup_claims_total{namespace="first",outcome="acquired"})"], 1);
+  EXPECT_EQ(m[R"(dedup_claims_total{namespace="second",outcome="acquired"})"], 1);
+  EXPECT_EQ(m.count(R"(dedup_claims_total{namespace="third",outcome="acquired"})"), 0u);
+  EXPECT_EQ(m[R"(dedup_claims_total{namespace="other",outcome="acquired"})"], 2);
+  EXPECT_EQ(m[R"(dedup_claims_total{namespace="coupons",outcome="acquired"})"], 1);
+}
+
+TEST_F(MetricsTest, RecordsDroppedByTtlCompactionAreCounted) {
+  for (int i = 0; i < 3; ++i) {
+    const std::string key = absl::StrCat("short-", i);
+    Complete("coupons", key, Claim("coupons", key, "worker-a").token(), 1000);
+  }
+  Complete("coupons", "long", Claim("coupons", "long", "worker-a").token());
+  clock_.AdvanceMs(1001);
+  ASSERT_TRUE(server_->store()->CompactAll().ok());
+  auto m = Scrape();
+  EXPECT_EQ(m[R"(dedup_compaction_dropped_records_total{reason="completed_retention"})"], 3);
+  EXPECT_EQ(m[R"(dedup_records{state="completed"})"], 1);
+}
+
+TEST_F(MetricsTest, ProbesAnswerOkWhileServing) {
+  EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 200);
+  EXPECT_EQ(Get(server_->http_port(), "/readyz").code, 200);
+  EXPECT_EQ(Get(server_->http_port(), "/nothing-here").code, 404);
+  EXPECT_EQ(HealthOfDedup(), "SERVING");
+}
+
+TEST_F(MetricsTest, StorageFailureTurnsHealthNotServingAndProbesUnavailable) {
+  server_->Shutdown(absl::Seconds(1));
+  stub_.reset();
+  channel_.reset();
+  auto [fs, env] = FailingFileSystem::Make();
+  Start(env);
+  Claim("coupons", "before", "worker-a");
+  fs->FailWrites();
+
+  v1::ClaimResponse response;
+  auto context = NewContext();
+  grpc::Status status = stub_->Claim(context.get(), ClaimOf("coupons", "after", "worker-a"),
+                                     &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+
+  auto m = Scrape();  // Also runs the storage monitor now.
+  EXPECT_EQ(m["dedup_storage_background_error"], 1);
+  EXPECT_EQ(m[R"(dedup_requests_total{code="UNAVAILABLE",method="Claim"})"], 1);
+  EXPECT_EQ(HealthOfDedup(), "NOT_SERVING");
+  EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 503);
+  EXPECT_EQ(Get(server_->http_port(), "/readyz").code, 503);
+}
+
+}  // namespace
+}  // namespace dedup::server::test
