@@ -34,7 +34,9 @@ const char* ApiName(DedupdApi api) {
 class Requests {
  public:
   Requests(const Workload& workload, int caller)
-      : workload_(workload), owner_(absl::StrCat("bench-", caller)) {}
+      : workload_(workload),
+        owner_(absl::StrCat("bench-", caller)),
+        result_(workload.result_bytes, 'r') {}
 
   v1::ClaimRequest Claim(const std::string& key) const {
     v1::ClaimRequest request;
@@ -50,7 +52,7 @@ class Requests {
     request.set_namespace_(workload_.ns);
     request.set_key(key);
     request.set_token(token);
-    request.set_result("done");
+    request.set_result(result_);
     if (workload_.retention_ms > 0) request.set_retention_ms(workload_.retention_ms);
     return request;
   }
@@ -60,6 +62,7 @@ class Requests {
  private:
   const Workload& workload_;
   const std::string owner_;
+  const std::string result_;
 };
 
 void Count(const v1::ClaimResponse& response, ClaimTally* tally) {

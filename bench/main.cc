@@ -46,6 +46,7 @@ ABSL_FLAG(uint64_t, recent_window, 10000, "How many of the newest keys a duplica
 ABSL_FLAG(uint64_t, lease_ms, 60000, "Lease of each claim (Redis: EX in seconds, rounded up).");
 ABSL_FLAG(bool, complete, false, "dedupd only: Complete each acquired key.");
 ABSL_FLAG(uint64_t, retention_ms, 0, "Retention of each Complete (0: the namespace default).");
+ABSL_FLAG(uint32_t, result_bytes, 16, "Bytes of the result each Complete stores.");
 ABSL_FLAG(std::string, ns, "bench", "dedupd namespace; PostgreSQL table claims_<ns>.");
 ABSL_FLAG(std::string, key_prefix, "", "Prefix of every key (default: unique per run).");
 ABSL_FLAG(double, warmup, 1.0, "Seconds of load before measuring.");
@@ -91,7 +92,7 @@ Systems:
 
 Workload flags:
   --callers=64 --batch=1 --duplicates=0.5 (fraction repeating one of the
-  --recent_window newest keys) --lease_ms --complete --retention_ms
+  --recent_window newest keys) --lease_ms --complete --retention_ms --result_bytes
   --warmup=1 --duration=10 --max_claims=10000000 --rate=0 (claims/s; with a
   rate, latency counts from when each request was due)
 
@@ -124,6 +125,7 @@ absl::StatusOr<dedup::bench::Workload> WorkloadFromFlags() {
   w.lease_ms = absl::GetFlag(FLAGS_lease_ms);
   w.complete = absl::GetFlag(FLAGS_complete);
   w.retention_ms = absl::GetFlag(FLAGS_retention_ms);
+  w.result_bytes = absl::GetFlag(FLAGS_result_bytes);
   w.ns = absl::GetFlag(FLAGS_ns);
   w.key_prefix = absl::GetFlag(FLAGS_key_prefix);
   if (w.key_prefix.empty()) {
@@ -188,7 +190,7 @@ absl::StatusOr<std::unique_ptr<Driver>> MakeDriver(const std::string& system,
     options.conninfo = absl::StrCat("host=", host, " port=", port, " user=",
                                     absl::GetFlag(FLAGS_pg_user),
                                     " dbname=", absl::GetFlag(FLAGS_pg_database),
-                                    " connect_timeout=10");
+                                    " connect_timeout=10 options=-cclient_min_messages=warning");
     options.synchronous_commit = absl::GetFlag(FLAGS_pg_synchronous_commit);
     return MakePostgresDriver(options, workload);
 #else

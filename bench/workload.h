@@ -24,6 +24,8 @@ struct Workload {
   // namespace's default) before the caller's next request.
   bool complete = false;
   uint64_t retention_ms = 0;
+  // Size of the result each Complete stores.
+  uint32_t result_bytes = 16;
   // Namespace (dedupd) or key prefix / table (peers).
   std::string ns = "bench";
   // Prefix of every key; distinct per run so runs never see each other's.

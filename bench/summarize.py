@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""Summarizes the runs.jsonl of bench/compare: medians per row, the ratio
+dedupd/peer, the goals of the bench issue, the scale and TTL curves.
+
+Writes OUT/summary.txt (what compare prints), OUT/summary.json and the data
+files bench/chart.gp plots. Standard library only.
+
+  python3 bench/summarize.py --runs=OUT/runs.jsonl --out=OUT
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+
+WORKLOADS = ["unique", "dup50", "dup99", "batch64", "halfpeak"]
+WORKLOAD_TEXT = {
+    "unique": "unique keys, 1 per call",
+    "dup50": "50% duplicates, 1 per call",
+    "dup99": "99% duplicates, 1 per call",
+    "batch64": "unique keys, batches of 64",
+    "halfpeak": "at half of own peak rate",
+}
+SYSTEMS = [("dedupd", "buffered"), ("dedupd", "fsync"), ("redis", "none"),
+           ("redis", "everysec"), ("redis", "always"), ("postgres", "sync_off"),
+           ("postgres", "sync_on")]
+# The dedupd configuration a peer configuration is compared with: the same
+# promise about a machine crash.
+COUNTERPART = {"none": "buffered", "everysec": "buffered", "always": "fsync",
+               "sync_off": "buffered", "sync_on": "fsync"}
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def row_of(runs):
+    """Medians over the repeats of one row."""
+    return {
+        "runs": len(runs),
+        "throughput": median([r["throughput"] for r in runs]),
+        "throughput_min": min(r["throughput"] for r in runs),
+        "throughput_max": max(r["throughput"] for r in runs),
+        "p50_us": median([r["latency_us"]["p50"] for r in runs]),
+        "p99_us": median([r["latency_us"]["p99"] for r in runs]),
+        "p999_us": median([r["latency_us"]["p999"] for r in runs]),
+        "cpu_s_per_million": median([r["server"]["cpu_s_per_million_claims"] for r in runs]),
+        "client_cpu_s_per_million": median(
+            [r["client_cpu_seconds"] * 1e6 / r["claims"] for r in runs if r["claims"]]),
+        "rate": median([r["workload"]["rate"] for r in runs]),
+        "errors": sum(r["errors"] for r in runs),
+        "rss_bytes": median([r["server"]["rss_bytes"] for r in runs]),
+        "data_bytes": median([r["server"]["data_bytes"] for r in runs]),
+    }
+
+
+def group(runs, prefix):
+    """Runs whose label starts with prefix, grouped by label minus the repeat."""
+    groups = {}
+    for run in runs:
+        if run["label"].startswith(prefix):
+            groups.setdefault(run["label"].rsplit(":", 1)[0], []).append(run)
+    return groups
+
+
+def fmt(value, spec="{:,.0f}"):
+    return "-" if value is None else spec.format(value)
+
+
+def main_table(runs):
+    groups = group(runs, "main:")
+    rows = {}
+    for key, members in groups.items():
+        _, system, variant, workload = key.split(":")
+        rows[(system, variant, workload)] = row_of(members)
+    lines = ["%-9s %-9s %-28s %11s %9s %9s %9s %9s %12s" % (
+        "system", "variant", "workload", "claims/s", "p50 us", "p99 us", "p99.9 us",
+        "cpu s/M", "dedupd/peer")]
+    for workload in WORKLOADS:
+        for system, variant in SYSTEMS:
+            row = rows.get((system, variant, workload))
+            if row is None:
+                continue
+            ratio = "-"
+            if system != "dedupd":
+                mine = rows.get(("dedupd", COUNTERPART[variant], workload))
+                if workload == "halfpeak":
+                    ratio = "(p99)"
+                elif mine and row["throughput"]:
+                    row["ratio"] = mine["throughput"] / row["throughput"]
+                    ratio = "%.2fx vs %s" % (row["ratio"], COUNTERPART[variant][:5])
+            text = WORKLOAD_TEXT[workload]
+            if workload == "halfpeak":
+                text = "at %s/s (half peak)" % fmt(row["rate"])
+            lines.append("%-9s %-9s %-28s %11s %9s %9s %9s %9s %12s" % (
+                system, variant, text, fmt(row["throughput"]), fmt(row["p50_us"]),
+                fmt(row["p99_us"]), fmt(row["p999_us"]), fmt(row["cpu_s_per_million"], "{:.1f}"),
+                ratio))
+        lines.append("")
+    return rows, lines
+
+
+def goals(rows, scale_rows):
+    def tp(system, variant, workload):
+        row = rows.get((system, variant, workload))
+        return row["throughput"] if row else None
+
+    out = []
+
+    def ratio_goal(name, mine, theirs, target):
+        if mine is None or not theirs:
+            out.append({"goal": name, "target": target, "value": None, "met": None})
+        else:
+            out.append({"goal": name, "target": target, "value": mine / theirs,
+                        "met": mine / theirs >= target})
+
+    ratio_goal("64 callers, client library, buffered vs Redis appendfsync everysec",
+               tp("dedupd", "buffered", "unique"), tp("redis", "everysec", "unique"), 1.5)
+    ratio_goal("64 callers, fsync vs Redis appendfsync always",
+               tp("dedupd", "fsync", "unique"), tp("redis", "always", "unique"), 2.0)
+    ratio_goal("64 callers, fsync vs PostgreSQL synchronous_commit=on",
+               tp("dedupd", "fsync", "unique"), tp("postgres", "sync_on", "unique"), 4.0)
+    ratio_goal("batches of 64, buffered vs Redis pipelined 64 deep (everysec)",
+               tp("dedupd", "buffered", "batch64"), tp("redis", "everysec", "batch64"), 1.5)
+    for durability in ("buffered", "fsync"):
+        row = rows.get(("dedupd", durability, "halfpeak"))
+        p99 = row["p99_us"] if row else None
+        out.append({"goal": "p99 < 1 ms at half of peak (%s)" % durability, "target": 1000,
+                    "value": p99, "met": None if p99 is None else p99 < 1000})
+    if len(scale_rows) >= 2:
+        first, last = scale_rows[0], scale_rows[-1]
+        value = last["throughput"] / first["throughput"] if first["throughput"] else None
+        out.append({"goal": "throughput at %s retained >= 80%% of at %s" % (
+            fmt(last["retained"]), fmt(first["retained"])), "target": 0.8, "value": value,
+            "met": None if value is None else value >= 0.8})
+    lines = []
+    for g in out:
+        verdict = {True: "MET", False: "NOT MET", None: "NOT RUN"}[g["met"]]
+        if g["value"] is None:
+            value = "-"
+        elif "p99" in g["goal"]:
+            value = "%.0f us" % g["value"]
+        else:
+            value = "%.2fx" % g["value"]
+        target = ("< %d us" % g["target"]) if "p99" in g["goal"] else (">= %.2fx" % g["target"])
+        lines.append("%-72s %10s  target %-9s %s" % (g["goal"], value, target, verdict))
+    return out, lines
+
+
+def scale_table(runs):
+    """Scale runs in file order; retained = every claim acquired so far."""
+    retained = 0
+    by_size = {}
+    for run in runs:
+        label = run["label"]
+        if label.startswith("preload:") or label.startswith("scale:"):
+            retained += run["acquired"]
+        if label.startswith("preload:"):
+            size = int(label.split(":")[1])
+            by_size.setdefault(size, {})["after_preload"] = {
+                "retained": retained, "data_bytes": run["server"]["data_bytes"],
+                "rss_bytes": run["server"]["rss_bytes"],
+                "preload_rate": run["throughput"]}
+        elif label.startswith("scale:"):
+            size = int(label.split(":")[1])
+            entry = by_size.setdefault(size, {})
+            entry.setdefault("runs", []).append(run)
+            entry["retained_end"] = retained
+    rows = []
+    for size in sorted(by_size):
+        entry = by_size[size]
+        if "runs" not in entry:
+            continue
+        row = row_of(entry["runs"])
+        last = entry["runs"][-1]
+        row["size"] = size
+        row["retained"] = entry["retained_end"]
+        row["data_bytes"] = last["server"]["data_bytes"]
+        row["rss_bytes"] = last["server"]["rss_bytes"]
+        row["bytes_per_record"] = row["data_bytes"] / row["retained"] if row["retained"] else None
+        row["preload_rate"] = entry.get("after_preload", {}).get("preload_rate")
+        rows.append(row)
+    lines = ["%-11s %-12s %11s %9s %9s %12s %10s %10s %12s" % (
+        "size", "retained", "claims/s", "p50 us", "p99 us", "du MiB", "B/record",
+        "RSS MiB", "preload/s")]
+    for row in rows:
+        lines.append("%-11s %-12s %11s %9s %9s %12s %10s %10s %12s" % (
+            fmt(row["size"]), fmt(row["retained"]), fmt(row["throughput"]),
+            fmt(row["p50_us"]), fmt(row["p99_us"]), fmt(row["data_bytes"] / 2**20),
+            fmt(row["bytes_per_record"], "{:.0f}"), fmt(row["rss_bytes"] / 2**20),
+            fmt(row["preload_rate"])))
+    return rows, lines
+
+
+def ttl_table(runs, out_dir):
+    dropped = {}
+    path = os.path.join(out_dir, "ttl_dropped.txt")
+    if os.path.exists(path):
+        for line in open(path):
+            m = re.match(r"retention_ms=(\d+) dropped_by_compaction=(\d+)", line)
+            if m:
+                dropped[int(m.group(1))] = int(m.group(2))
+    rows = []
+    for key, members in sorted(group(runs, "ttl:").items()):
+        retention = int(key.split(":")[1])
+        row = row_of(members)
+        row["retention_ms"] = retention
+        row["claims_total"] = sum(r["claims"] for r in members)
+        row["data_bytes"] = members[-1]["server"]["data_bytes"]
+        row["dropped"] = dropped.get(retention)
+        rows.append(row)
+    lines = ["%-14s %11s %9s %12s %12s %14s" % (
+        "retention", "claims/s", "p99 us", "claims run", "du MiB end", "dropped")]
+    for row in sorted(rows, key=lambda r: r["retention_ms"]):
+        lines.append("%-14s %11s %9s %12s %12s %14s" % (
+            "%d ms" % row["retention_ms"], fmt(row["throughput"]), fmt(row["p99_us"]),
+            fmt(row["claims_total"]), fmt(row["data_bytes"] / 2**20), fmt(row["dropped"])))
+    return rows, lines
+
+
+def write_chart_data(out_dir, rows, scale_rows):
+    with open(os.path.join(out_dir, "chart_main.dat"), "w") as f:
+        f.write("# system unique_tput unique_p99_us batch64_tput batch64_p99_us\n")
+        for system, variant in SYSTEMS:
+            u = rows.get((system, variant, "unique"))
+            b = rows.get((system, variant, "batch64"))
+            if u is None and b is None:
+                continue
+            val = lambda r, k: r[k] if r and r[k] else "NaN"  # noqa: E731
+            f.write('"%s\\n%s" %s %s %s %s\n' % (
+                system, variant, val(u, "throughput"), val(u, "p99_us"),
+                val(b, "throughput"), val(b, "p99_us")))
+    with open(os.path.join(out_dir, "chart_scale.dat"), "w") as f:
+        f.write("# retained throughput p99_us bytes_per_record rss_mib\n")
+        for row in scale_rows:
+            f.write("%d %f %f %f %f\n" % (row["retained"], row["throughput"], row["p99_us"],
+                                          row["bytes_per_record"] or 0,
+                                          row["rss_bytes"] / 2**20))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    runs = [json.loads(line) for line in open(args.runs) if line.strip()]
+
+    rows, main_lines = main_table(runs)
+    scale_rows, scale_lines = scale_table(runs)
+    ttl_rows, ttl_lines = ttl_table(runs, args.out)
+    goal_list, goal_lines = goals(rows, scale_rows)
+
+    text = ["Medians over repeats; dedupd/peer is dedupd's throughput over the peer's, "
+            "against the dedupd durability with the same crash promise "
+            "(buffered: Redis none/everysec, PostgreSQL sync_off; fsync: Redis always, "
+            "PostgreSQL sync_on).", ""]
+    text += main_lines
+    if scale_rows:
+        text += ["Scale (dedupd buffered, 64 callers, unique keys; retained = records "
+                 "claimed with a 48 h lease, du of the data dir):"] + scale_lines + [""]
+    if ttl_rows:
+        text += ["TTL expiry (dedupd buffered, claim + complete, batches of 64, 1 KiB "
+                 "results):"] + ttl_lines + [""]
+    text += ["Goals:"] + goal_lines
+    with open(os.path.join(args.out, "summary.txt"), "w") as f:
+        f.write("\n".join(text) + "\n")
+    summary = {
+        "main": [dict(system=s, variant=v, workload=w, **row) for (s, v, w), row in rows.items()],
+        "scale": scale_rows, "ttl": ttl_rows, "goals": goal_list,
+    }
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    write_chart_data(args.out, rows, scale_rows)
+
+
+if __name__ == "__main__":
+    main()
