@@ -31,9 +31,11 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(
   server->metrics_ =
       std::make_unique<Metrics>(declared, settings.max_namespace_labels, kDedupdVersion);
   server->pool_ = std::make_unique<WorkerPool>(settings.workers);
+  auto shards = std::make_shared<const ShardMap>(server->store_->shard_count(),
+                                                 settings.cluster_nodes, settings.node_index);
   server->service_ = std::make_unique<DedupService>(
-      server->store_.get(), server->pool_.get(), server->metrics_.get(),
-      RequestTranslator(settings.policies, settings.max_key_bytes));
+      server->store_.get(), server->pool_.get(), server->metrics_.get(), shards,
+      RequestTranslator(settings.policies, settings.max_key_bytes, shards));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -35,8 +35,24 @@ absl::Status CheckBatchSize(const v1::BatchRequest& request) {
 }
 
 DedupService::DedupService(storage::Store* store, WorkerPool* pool, Metrics* metrics,
-                           RequestTranslator translator)
-    : store_(store), pool_(pool), metrics_(metrics), translator_(std::move(translator)) {}
+                           std::shared_ptr<const ShardMap> shards, RequestTranslator translator)
+    : store_(store),
+      pool_(pool),
+      metrics_(metrics),
+      shards_(std::move(shards)),
+      translator_(std::move(translator)) {}
+
+grpc::ServerUnaryReactor* DedupService::Topology(grpc::CallbackServerContext* context,
+                                                 const v1::TopologyRequest* /*request*/,
+                                                 v1::TopologyResponse* response) {
+  response->set_shard_count(shards_->shard_count());
+  for (const std::string& node : shards_->nodes()) response->add_nodes(node);
+  response->set_node_index(shards_->self());
+  response->set_version(shards_->version());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
 
 void DedupService::RecordRequest(Method method, absl::Time start, const grpc::Status& status) {
   static constexpr const char* kCodeNames[] = {

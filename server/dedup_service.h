@@ -4,6 +4,7 @@
 #include "dedup/v1/dedup.grpc.pb.h"
 #include "server/metrics.h"
 #include "server/request_translator.h"
+#include "server/shard_map.h"
 #include "server/worker_pool.h"
 #include "storage/store.h"
 
@@ -23,7 +24,7 @@ class DedupService final : public v1::Dedup::CallbackService {
  public:
   // `store`, `pool` and `metrics` must outlive the service.
   DedupService(storage::Store* store, WorkerPool* pool, Metrics* metrics,
-               RequestTranslator translator);
+               std::shared_ptr<const ShardMap> shards, RequestTranslator translator);
 
   grpc::ServerUnaryReactor* Claim(grpc::CallbackServerContext* context,
                                   const v1::ClaimRequest* request,
@@ -47,6 +48,9 @@ class DedupService final : public v1::Dedup::CallbackService {
       grpc::CallbackServerContext* context) override;
   grpc::ServerWriteReactor<v1::Record>* Scan(grpc::CallbackServerContext* context,
                                              const v1::ScanRequest* request) override;
+  grpc::ServerUnaryReactor* Topology(grpc::CallbackServerContext* context,
+                                     const v1::TopologyRequest* request,
+                                     v1::TopologyResponse* response) override;
 
   // Runs one batch: each item validated and answered on its own, the valid
   // ones applied to storage together. Blocks on storage; call it from a
@@ -74,6 +78,7 @@ class DedupService final : public v1::Dedup::CallbackService {
   storage::Store* const store_;
   WorkerPool* const pool_;
   Metrics* const metrics_;
+  const std::shared_ptr<const ShardMap> shards_;
   const RequestTranslator translator_;
 };
 

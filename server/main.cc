@@ -7,6 +7,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -41,6 +42,10 @@ ABSL_FLAG(uint32_t, max_key_bytes, 0, "Longest key in bytes [config: max_key_byt
 ABSL_FLAG(std::string, metrics_listen, "",
           "HTTP address of /metrics, /healthz and /readyz, or off [config: metrics_listen; "
           "default 127.0.0.1:7401].");
+ABSL_FLAG(std::vector<std::string>, cluster_nodes, {},
+          "Addresses of every node of the cluster, comma-separated, in index order "
+          "[config: cluster.nodes]. Unset: a single node.");
+ABSL_FLAG(int32_t, node_index, -1, "This node's index in --cluster_nodes [config: cluster.node_index].");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, port_file, "",
           "After binding, write the gRPC port to this file (useful with port 0).");
@@ -72,6 +77,9 @@ Flags (each overrides the config field in brackets):
   --durability=MODE     fsync: reply after the WAL is synced; buffered: WAL synced
                         in the background [durability; default fsync]
   --strict              undeclared namespaces get NOT_FOUND [strict_namespaces]
+  --cluster_nodes=A,B,C addresses of every node of a cluster, in index order; node i
+                        of n owns the shards s with s mod n == i [cluster.nodes]
+  --node_index=N        this node's index in --cluster_nodes [cluster.node_index]
   --workers=N           storage worker threads [workers; default 32]
   --max_key_bytes=N     longest key [max_key_bytes; default 512]
   --log_level=LEVEL     trace, debug, info, warn, error or off (default info)
@@ -157,6 +165,13 @@ absl::StatusOr<ServerConfig> LoadConfig() {
     config.set_durability(absl::GetFlag(FLAGS_durability));
   }
   if (absl::GetFlag(FLAGS_strict)) config.set_strict_namespaces(true);
+  if (const auto nodes = absl::GetFlag(FLAGS_cluster_nodes); !nodes.empty()) {
+    config.mutable_cluster()->clear_nodes();
+    for (const std::string& node : nodes) config.mutable_cluster()->add_nodes(node);
+  }
+  if (absl::GetFlag(FLAGS_node_index) >= 0) {
+    config.mutable_cluster()->set_node_index(static_cast<uint32_t>(absl::GetFlag(FLAGS_node_index)));
+  }
   if (absl::GetFlag(FLAGS_workers) != 0) config.set_workers(absl::GetFlag(FLAGS_workers));
   if (absl::GetFlag(FLAGS_max_key_bytes) != 0) {
     config.set_max_key_bytes(absl::GetFlag(FLAGS_max_key_bytes));

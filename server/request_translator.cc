@@ -30,8 +30,9 @@ absl::StatusOr<int64_t> LeaseMs(bool has, uint64_t lease_ms, const Policy& polic
 }  // namespace
 
 RequestTranslator::RequestTranslator(std::shared_ptr<const PolicyTable> policies,
-                                     uint32_t max_key_bytes)
-    : policies_(std::move(policies)), max_key_bytes_(max_key_bytes) {}
+                                     uint32_t max_key_bytes,
+                                     std::shared_ptr<const ShardMap> shards)
+    : policies_(std::move(policies)), max_key_bytes_(max_key_bytes), shards_(std::move(shards)) {}
 
 absl::StatusOr<const Policy*> RequestTranslator::Resolve(const std::string& ns) const {
   absl::Status status = ValidateNamespaceName(ns, "namespace");
@@ -46,6 +47,10 @@ absl::StatusOr<const Policy*> RequestTranslator::ResolveKey(const std::string& n
   if (key.empty() || key.size() > max_key_bytes_) {
     return absl::InvalidArgumentError(
         absl::StrCat("key: must be 1..", max_key_bytes_, " bytes, got ", key.size()));
+  }
+  if (shards_ != nullptr) {
+    absl::Status owned = shards_->CheckOwned(ns, key);
+    if (!owned.ok()) return owned;
   }
   return policy;
 }

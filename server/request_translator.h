@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "dedup/v1/dedup.pb.h"
 #include "server/namespace_policy.h"
+#include "server/shard_map.h"
 #include "storage/operation.h"
 
 namespace dedup::server {
@@ -23,7 +24,10 @@ inline constexpr uint64_t kMaxRetentionMs = 10ull * 365 * 24 * 3600 * 1000;
 // undeclared namespace on a strict server. Immutable; thread-safe.
 class RequestTranslator {
  public:
-  RequestTranslator(std::shared_ptr<const PolicyTable> policies, uint32_t max_key_bytes);
+  // `shards` (null: every key is local) turns keys of other nodes into
+  // FAILED_PRECONDITION naming the owner.
+  RequestTranslator(std::shared_ptr<const PolicyTable> policies, uint32_t max_key_bytes,
+                    std::shared_ptr<const ShardMap> shards = nullptr);
 
   absl::StatusOr<storage::Operation> Translate(const v1::ClaimRequest& request) const;
   absl::StatusOr<storage::Operation> Translate(const v1::CompleteRequest& request) const;
@@ -42,6 +46,7 @@ class RequestTranslator {
 
   const std::shared_ptr<const PolicyTable> policies_;
   const uint32_t max_key_bytes_;
+  const std::shared_ptr<const ShardMap> shards_;
 };
 
 }  // namespace dedup::server

@@ -114,6 +114,33 @@ absl::Status ResolveStorage(const v1::ServerConfig& config, storage::StoreOption
   return s;
 }
 
+absl::Status ResolveCluster(const v1::ClusterConfig& cluster, ServerSettings* settings) {
+  settings->cluster_nodes.assign(cluster.nodes().begin(), cluster.nodes().end());
+  settings->node_index = cluster.node_index();
+  for (size_t i = 0; i < settings->cluster_nodes.size(); ++i) {
+    if (settings->cluster_nodes[i].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("cluster.nodes[", i, "]: empty address"));
+    }
+  }
+  if (settings->cluster_nodes.empty()) {
+    if (settings->node_index != 0) {
+      return absl::InvalidArgumentError("cluster.node_index: set without cluster.nodes");
+    }
+    settings->store.identity = "single node";
+    return absl::OkStatus();
+  }
+  if (settings->node_index >= settings->cluster_nodes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cluster.node_index: must be 0..", settings->cluster_nodes.size() - 1,
+        " (one per cluster.nodes entry), got ", settings->node_index));
+  }
+  settings->store.identity =
+      settings->cluster_nodes.size() == 1
+          ? "single node"
+          : absl::StrCat("node ", settings->node_index, " of ", settings->cluster_nodes.size());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<v1::ServerConfig> ParseConfigText(const std::string& text) {
@@ -166,6 +193,8 @@ absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config) {
                                                                : config.metrics_listen();
   settings.max_namespace_labels =
       config.max_namespace_labels() != 0 ? config.max_namespace_labels() : 100;
+  s = ResolveCluster(config.cluster(), &settings);
+  if (!s.ok()) return s;
   s = ResolveStorage(config, &settings.store);
   if (!s.ok()) return s;
 
@@ -200,6 +229,7 @@ std::string DescribeSettings(const ServerSettings& s) {
       " durability=",
       s.store.durability == storage::Durability::kFsync ? "fsync" : "buffered",
       " strict=", s.policies->strict() ? "true" : "false",
+      " cluster=", s.store.identity,
       " namespaces=", s.policies->declared().size(), " workers=", s.workers,
       " max_key_bytes=", s.max_key_bytes);
 }

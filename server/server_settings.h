@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "dedup/v1/server_config.pb.h"
@@ -21,6 +22,8 @@ struct ServerSettings {
   std::string metrics_listen;  // Empty: no HTTP endpoint.
   uint32_t max_namespace_labels = 100;
   int64_t stats_interval_ms = 10'000;
+  std::vector<std::string> cluster_nodes;  // Empty: a single node.
+  uint32_t node_index = 0;
   storage::StoreOptions store;  // clock left at the system clock.
   std::shared_ptr<const PolicyTable> policies;
 };

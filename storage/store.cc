@@ -26,6 +26,7 @@ namespace {
 
 constexpr char kShardCountKey[] = "meta:shards";
 constexpr char kFormatKey[] = "meta:format";
+constexpr char kIdentityKey[] = "meta:identity";
 constexpr char kFormat[] = "1";
 
 std::string CeilingKey(uint32_t shard) {
@@ -168,6 +169,7 @@ absl::Status Store::InitMeta(bool created) {
     rocksdb::WriteBatch batch;
     batch.Put(meta_, kShardCountKey, std::to_string(shards));
     batch.Put(meta_, kFormatKey, kFormat);
+    batch.Put(meta_, kIdentityKey, options_.identity);
     absl::Status status = FromRocks(db_->Write(synced, &batch), "cannot initialize data directory");
     if (!status.ok()) return status;
   } else {
@@ -185,6 +187,13 @@ absl::Status Store::InitMeta(bool created) {
           "data directory ", options_.path, " was created with ", shards,
           " shards; ", options_.shards,
           " were asked for. The shard count of a data directory cannot change"));
+    }
+    std::string identity;
+    s = db_->Get(rocksdb::ReadOptions(), meta_, kIdentityKey, &identity);
+    if (s.ok() && identity != options_.identity) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "data directory ", options_.path, " was created for ", identity, "; this is ",
+          options_.identity, ". A node only opens the data directory made for it"));
     }
   }
   for (uint32_t i = 0; i < shards; ++i) {

@@ -58,6 +58,10 @@ struct StoreOptions {
   uint64_t token_block = 1 << 16;
   // Source of time; must outlive the store.
   const Clock* clock = SystemClock::Default();
+  // What the data directory is for, e.g. "node 1 of 3". Written when the
+  // directory is created; opening it for anything else is refused, so a
+  // node never serves shards another node's data directory holds.
+  std::string identity = "single node";
   // RocksDB environment; null means the default. Tests pass one whose file
   // system fails on command, to see how storage faults surface.
   std::shared_ptr<rocksdb::Env> env;
