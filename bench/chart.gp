@@ -10,7 +10,8 @@ set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set boxwidth 0.9
 set grid ytics
-set key top right
+set key outside right top vertical
+set bmargin 4
 set logscale y
 set ylabel "claims/s (log)"
 set title "Throughput"

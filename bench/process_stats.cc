@@ -118,4 +118,16 @@ double OwnCpuSeconds() {
          usage.ru_stime.tv_usec / 1e6;
 }
 
+
+double MachineBusySeconds() {
+  std::ifstream file("/proc/stat");
+  std::string cpu;
+  uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(file >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal)) {
+    return -1.0;
+  }
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return (user + nice + system + irq + softirq + steal) / tick;
+}
+
 }  // namespace dedup::bench

@@ -26,6 +26,11 @@ uint64_t DiskBytes(const std::string& path);
 // CPU seconds this process has used (user + system).
 double OwnCpuSeconds();
 
+// CPU seconds the whole machine has been busy (all CPUs, not idle or
+// waiting for I/O) since boot, from /proc/stat. With the server's and this
+// process's CPU it tells how much other work shared the machine during a run.
+double MachineBusySeconds();
+
 }  // namespace dedup::bench
 
 #endif  // DEDUP_BENCH_PROCESS_STATS_H_

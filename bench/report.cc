@@ -41,6 +41,9 @@ std::string Number(double value) {
   return absl::StrFormat("%.6g", value);
 }
 
+// A measurement that is negative when it was not taken.
+std::string Nullable(double value) { return value < 0 ? "null" : Number(value); }
+
 double Micros(uint64_t nanos) { return nanos / 1000.0; }
 
 double CpuPerMillion(const RunResult& result) {
@@ -79,11 +82,13 @@ std::string ToJson(const RunContext& context, const Workload& workload,
       "}",
       ",\"server\":{\"pid\":", context.server_pid,
       ",\"cpu_seconds\":",
-      result.server_cpu_seconds < 0 ? "null" : Number(result.server_cpu_seconds),
+      Nullable(result.server_cpu_seconds),
       ",\"cpu_s_per_million_claims\":", Number(CpuPerMillion(result)),
       ",\"rss_bytes\":", context.server_rss_bytes, ",\"data_dir\":", Quote(context.data_dir),
       ",\"data_bytes\":", context.data_bytes, "}",
-      ",\"client_cpu_seconds\":", Number(result.client_cpu_seconds), "}");
+      ",\"client_cpu_seconds\":", Number(result.client_cpu_seconds),
+      ",\"machine\":{\"busy_cpu_seconds\":", Nullable(result.machine_busy_seconds),
+      ",\"other_cpu_seconds\":", Nullable(result.other_cpu_seconds), "}}");
 }
 
 std::string ToTable(const RunContext& context, const Workload& workload,
@@ -111,6 +116,9 @@ std::string ToTable(const RunContext& context, const Workload& workload,
                         "  %d claims in %.2fs: %d acquired, %d duplicate; client cpu %.2fs",
                         result.claims, result.elapsed_seconds, result.acquired, result.duplicates,
                         result.client_cpu_seconds);
+  if (result.other_cpu_seconds >= 0) {
+    absl::StrAppendFormat(&out, "; other processes' cpu %.2fs", result.other_cpu_seconds);
+  }
   if (context.server_rss_bytes > 0) {
     absl::StrAppendFormat(&out, "; server rss %.1f MiB", context.server_rss_bytes / 1048576.0);
   }

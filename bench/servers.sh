@@ -111,8 +111,8 @@ stop_server() {
   fi
   local deadline=$((SECONDS + 30))
   while kill -0 "$SERVER_PID" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
-  kill -0 "$SERVER_PID" 2>/dev/null && kill -KILL "$SERVER_PID" 2>/dev/null
-  wait "$SERVER_PID" 2>/dev/null
+  kill -0 "$SERVER_PID" 2>/dev/null && kill -KILL "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true  # not a child for postgres
   rm -rf "$SERVER_TMP"
   SERVER_PID=""
 }

@@ -49,6 +49,11 @@ def row_of(runs):
         "client_cpu_s_per_million": median(
             [r["client_cpu_seconds"] * 1e6 / r["claims"] for r in runs if r["claims"]]),
         "rate": median([r["workload"]["rate"] for r in runs]),
+        # Cores' worth of CPU that other processes used during the runs.
+        "other_cores": median([r.get("machine", {}).get("other_cpu_seconds") / r["elapsed_s"]
+                               for r in runs
+                               if r.get("machine", {}).get("other_cpu_seconds") is not None
+                               and r["elapsed_s"]]),
         "errors": sum(r["errors"] for r in runs),
         "rss_bytes": median([r["server"]["rss_bytes"] for r in runs]),
         "data_bytes": median([r["server"]["data_bytes"] for r in runs]),
@@ -74,9 +79,10 @@ def main_table(runs):
     for key, members in groups.items():
         _, system, variant, workload = key.split(":")
         rows[(system, variant, workload)] = row_of(members)
-    lines = ["%-9s %-9s %-28s %11s %9s %9s %9s %9s %12s" % (
+    row_format = "%-9s %-9s %-27s %10s %8s %8s %9s %8s %8s %6s %18s"
+    lines = [row_format % (
         "system", "variant", "workload", "claims/s", "p50 us", "p99 us", "p99.9 us",
-        "cpu s/M", "dedupd/peer")]
+        "srv s/M", "cli s/M", "other", "dedupd/peer")]
     for workload in WORKLOADS:
         for system, variant in SYSTEMS:
             row = rows.get((system, variant, workload))
@@ -89,14 +95,15 @@ def main_table(runs):
                     ratio = "(p99)"
                 elif mine and row["throughput"]:
                     row["ratio"] = mine["throughput"] / row["throughput"]
-                    ratio = "%.2fx vs %s" % (row["ratio"], COUNTERPART[variant][:5])
+                    ratio = "%.2fx vs %s" % (row["ratio"], COUNTERPART[variant])
             text = WORKLOAD_TEXT[workload]
             if workload == "halfpeak":
                 text = "at %s/s (half peak)" % fmt(row["rate"])
-            lines.append("%-9s %-9s %-28s %11s %9s %9s %9s %9s %12s" % (
+            lines.append(row_format % (
                 system, variant, text, fmt(row["throughput"]), fmt(row["p50_us"]),
                 fmt(row["p99_us"]), fmt(row["p999_us"]), fmt(row["cpu_s_per_million"], "{:.1f}"),
-                ratio))
+                fmt(row["client_cpu_s_per_million"], "{:.1f}"),
+                fmt(row["other_cores"], "{:.2f}"), ratio))
         lines.append("")
     return rows, lines
 
@@ -148,7 +155,7 @@ def goals(rows, scale_rows):
     return out, lines
 
 
-def scale_table(runs):
+def scale_table(runs, out_dir):
     """Scale runs in file order; retained = every claim acquired so far."""
     retained = 0
     by_size = {}
@@ -181,14 +188,30 @@ def scale_table(runs):
         row["bytes_per_record"] = row["data_bytes"] / row["retained"] if row["retained"] else None
         row["preload_rate"] = entry.get("after_preload", {}).get("preload_rate")
         rows.append(row)
-    lines = ["%-11s %-12s %11s %9s %9s %12s %10s %10s %12s" % (
-        "size", "retained", "claims/s", "p50 us", "p99 us", "du MiB", "B/record",
-        "RSS MiB", "preload/s")]
+    # The first size is measured against an empty data directory.
+    previous = None
+    empty = os.path.join(out_dir, "scale_empty_bytes.txt")
+    if os.path.exists(empty):
+        previous = {"retained": 0, "data_bytes": int(open(empty).read().split()[0])}
     for row in rows:
-        lines.append("%-11s %-12s %11s %9s %9s %12s %10s %10s %12s" % (
+        # Bytes per record added since the previous size: without the fixed
+        # cost of an empty data directory (preallocated WAL and manifest).
+        row["marginal_bytes_per_record"] = None
+        if previous and row["retained"] > previous["retained"]:
+            row["marginal_bytes_per_record"] = (
+                (row["data_bytes"] - previous["data_bytes"]) /
+                (row["retained"] - previous["retained"]))
+        previous = row
+    row_format = "%-11s %-12s %10s %8s %8s %10s %9s %9s %9s %10s"
+    lines = [row_format % (
+        "size", "retained", "claims/s", "p50 us", "p99 us", "du MiB", "B/record",
+        "B/rec +", "RSS MiB", "preload/s")]
+    for row in rows:
+        lines.append(row_format % (
             fmt(row["size"]), fmt(row["retained"]), fmt(row["throughput"]),
             fmt(row["p50_us"]), fmt(row["p99_us"]), fmt(row["data_bytes"] / 2**20),
-            fmt(row["bytes_per_record"], "{:.0f}"), fmt(row["rss_bytes"] / 2**20),
+            fmt(row["bytes_per_record"], "{:.0f}"),
+            fmt(row["marginal_bytes_per_record"], "{:.0f}"), fmt(row["rss_bytes"] / 2**20),
             fmt(row["preload_rate"])))
     return rows, lines
 
@@ -247,18 +270,20 @@ def main():
     runs = [json.loads(line) for line in open(args.runs) if line.strip()]
 
     rows, main_lines = main_table(runs)
-    scale_rows, scale_lines = scale_table(runs)
+    scale_rows, scale_lines = scale_table(runs, args.out)
     ttl_rows, ttl_lines = ttl_table(runs, args.out)
     goal_list, goal_lines = goals(rows, scale_rows)
 
-    text = ["Medians over repeats; dedupd/peer is dedupd's throughput over the peer's, "
-            "against the dedupd durability with the same crash promise "
-            "(buffered: Redis none/everysec, PostgreSQL sync_off; fsync: Redis always, "
-            "PostgreSQL sync_on).", ""]
+    text = ["Medians over repeats. srv s/M and cli s/M: CPU seconds per million claims of "
+            "the server and of the load generator; other: cores used by other processes "
+            "meanwhile. dedupd/peer: dedupd's throughput over the peer's, against the "
+            "dedupd durability with the same crash promise (buffered: Redis none/everysec, "
+            "PostgreSQL sync_off; fsync: Redis always, PostgreSQL sync_on).", ""]
     text += main_lines
     if scale_rows:
         text += ["Scale (dedupd buffered, 64 callers, unique keys; retained = records "
-                 "claimed with a 48 h lease, du of the data dir):"] + scale_lines + [""]
+                 "claimed with a 48 h lease; du of the data dir; B/rec +: bytes per record "
+                 "added since the previous size):"] + scale_lines + [""]
     if ttl_rows:
         text += ["TTL expiry (dedupd buffered, claim + complete, batches of 64, 1 KiB "
                  "results):"] + ttl_lines + [""]
