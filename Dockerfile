@@ -9,11 +9,11 @@
 FROM debian:12 AS build
 WORKDIR /src
 COPY deploy/install-deps.sh deploy/install-deps.sh
-RUN bash deploy/install-deps.sh && rm -rf /var/lib/apt/lists/*
+RUN bash deploy/install-deps.sh --build && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEDUP_BUILD_TESTS=OFF \
- && cmake --build /build --target dedupd \
- && strip --strip-debug /build/server/dedupd
+ && cmake --build /build --target dedupd dedupctl \
+ && strip --strip-debug /build/server/dedupd /build/client/dedupctl
 
 FROM debian:12
 COPY deploy/install-deps.sh /tmp/install-deps.sh
@@ -21,6 +21,7 @@ RUN bash /tmp/install-deps.sh --runtime && rm -rf /var/lib/apt/lists/* /tmp/inst
  && useradd --system --uid 10001 --user-group --home-dir /var/lib/dedupd --shell /usr/sbin/nologin dedupd \
  && mkdir -p /var/lib/dedupd /etc/dedupd && chown dedupd:dedupd /var/lib/dedupd
 COPY --from=build /build/server/dedupd /usr/local/bin/dedupd
+COPY --from=build /build/client/dedupctl /usr/local/bin/dedupctl
 COPY deploy/dedupd.textproto /etc/dedupd/dedupd.textproto
 COPY deploy/docker-entrypoint.sh /usr/local/bin/docker-entrypoint.sh
 RUN chmod 0755 /usr/local/bin/docker-entrypoint.sh

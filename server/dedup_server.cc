@@ -11,11 +11,6 @@
 #include "spdlog/spdlog.h"
 
 namespace dedup::server {
-namespace {
-
-constexpr char kDedupdVersion[] = "0.1.0";
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(
     const ServerSettings& settings, const storage::Clock* clock) {
@@ -57,6 +52,9 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(
   server->monitor_ = std::make_unique<StorageMonitor>(
       server->store_.get(), server->metrics_.get(), absl::Milliseconds(settings.stats_interval_ms),
       [raw](const absl::Status& error) { raw->OnStorageError(error); });
+  // Gauges hold real values from the first scrape on, not zeros that would
+  // look like storage emptying after every restart.
+  server->monitor_->Refresh();
   if (!settings.metrics_listen.empty()) {
     auto http = HttpEndpoint::Start(
         settings.metrics_listen,

@@ -17,6 +17,9 @@
 
 namespace dedup::server {
 
+// The version dedupd reports (--version, dedup_build_info).
+inline constexpr char kDedupdVersion[] = "0.1.0";
+
 // A running dedupd: the store, the worker pool, the gRPC server with the
 // Dedup, health and reflection services, and the HTTP endpoint with
 // /metrics, /healthz and /readyz. Used by the dedupd binary and by tests,

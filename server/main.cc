@@ -205,7 +205,9 @@ int main(int argc, char** argv) {
   usage_config.contains_help_flags = [](absl::string_view file) {
     return absl::EndsWith(file, "server/main.cc");
   };
-  usage_config.version_string = [] { return std::string("dedupd 0.1.0\n"); };
+  usage_config.version_string = [] {
+    return absl::StrCat("dedupd ", dedup::server::kDedupdVersion, "\n");
+  };
   absl::SetFlagsUsageConfig(usage_config);
   if (std::optional<int> exit_code = CheckCommandLine(argc, argv)) return *exit_code;
   absl::ParseCommandLine(argc, argv);

@@ -120,6 +120,12 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
     latency_[m] = &latency_family_.Add({{"method", MethodName(static_cast<Method>(m))}},
                                        LatencyBuckets());
   }
+  // Every method has its OK series from the start, so rate() sees the first
+  // request and dashboards show 0 rather than no data.
+  for (int m = 0; m < kMethodCount; ++m) {
+    requests_by_code_[m][0] =
+        &requests_.Add({{"method", MethodName(static_cast<Method>(m))}, {"code", "OK"}});
+  }
   for (size_t i = 0; i < kDropReasons.size(); ++i) {
     dropped_[i] = &compaction_drops_.Add({{"reason", kDropReasons[i]}});
   }
