@@ -1,25 +1,22 @@
 #include "dedup/client/client.h"
 
 #include <algorithm>
+#include <map>
+#include <vector>
 #include <utility>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "grpc/health/v1/health.grpc.pb.h"
-#include "grpcpp/create_channel.h"
+#include "absl/strings/str_split.h"
 #include "live_calls.h"
+#include "node_connection.h"
 #include "scheduler.h"
-#include "stream_batcher.h"
+#include "storage/key_codec.h"
 #include "waiter.h"
 
 namespace dedup::client {
 namespace {
-
-absl::Status FromGrpc(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
-}
 
 // One call across its attempts.
 struct Call {
@@ -27,26 +24,51 @@ struct Call {
   absl::Time deadline;
   OpCallback done;
   absl::Duration backoff;
+  int reroutes = 0;  // Topology refreshes after FAILED_PRECONDITION.
 };
+
+constexpr int kMaxReroutes = 2;
+constexpr absl::Duration kTopologyTimeout = absl::Seconds(2);
+
+const std::string& OpNamespace(const v1::Operation& op) {
+  switch (op.op_case()) {
+    case v1::Operation::kClaim: return op.claim().namespace_();
+    case v1::Operation::kComplete: return op.complete().namespace_();
+    case v1::Operation::kRelease: return op.release().namespace_();
+    case v1::Operation::kExtend: return op.extend().namespace_();
+    default: return op.query().namespace_();
+  }
+}
+
+const std::string& OpKey(const v1::Operation& op) {
+  switch (op.op_case()) {
+    case v1::Operation::kClaim: return op.claim().key();
+    case v1::Operation::kComplete: return op.complete().key();
+    case v1::Operation::kRelease: return op.release().key();
+    case v1::Operation::kExtend: return op.extend().key();
+    default: return op.query().key();
+  }
+}
 
 }  // namespace
 
+// Routing: with a cluster topology every key goes straight to the node
+// owning its shard, each node over its own channel (and Stream), so a node
+// that is down fails only its own keys. A FAILED_PRECONDITION from a node
+// (the key is not its own: the map changed) refreshes the topology and
+// re-sends the call.
 class Client::Impl {
  public:
   explicit Impl(const ClientOptions& options)
       : options_(options),
+        seeds_(absl::StrSplit(options.endpoint, ',', absl::SkipWhitespace())),
         live_calls_(std::make_unique<LiveCalls>()),
-        channel_(grpc::CreateChannel(options.endpoint,
-                                     options.credentials != nullptr
-                                         ? options.credentials
-                                         : grpc::InsecureChannelCredentials())),
-        stub_(v1::Dedup::NewStub(channel_)),
-        health_(grpc::health::v1::Health::NewStub(channel_)),
         scheduler_(std::make_unique<Scheduler>()) {
-    if (options.coalesce) {
-      batcher_ = std::make_unique<StreamBatcher>(stub_.get(), scheduler_.get(), live_calls_.get(),
-                                                 options.batch_window, options.max_batch);
+    {
+      absl::MutexLock lock(&topology_mu_);
+      owners_ = {NodeFor(seeds_.front())};
     }
+    RefreshTopology();
   }
 
   ~Impl() {
@@ -56,10 +78,10 @@ class Client::Impl {
           +[](int* n) { return *n == 0; }, &in_flight_));
     }
     // Nothing is in flight, so no task of the scheduler is needed any more;
-    // stopping it first means none runs while the batcher goes away.
+    // stopping it first means none runs while the batchers go away.
     scheduler_.reset();
-    batcher_.reset();
-    // The channel goes with this object; its last user must be gone first.
+    for (auto& [address, node] : nodes_) node->Close();
+    // The channels go with the nodes; their last users must be gone first.
     live_calls_->WaitForNone();
   }
 
@@ -81,30 +103,93 @@ class Client::Impl {
     Attempt(std::move(call));
   }
 
-  v1::Dedup::Stub* stub() { return stub_.get(); }
-  grpc::health::v1::Health::Stub* health() { return health_.get(); }
+  // Every node the topology names (one when not a cluster).
+  std::vector<NodeConnection*> Owners() {
+    absl::MutexLock lock(&topology_mu_);
+    std::vector<NodeConnection*> unique;
+    for (NodeConnection* node : owners_) {
+      if (std::find(unique.begin(), unique.end(), node) == unique.end()) unique.push_back(node);
+    }
+    return unique;
+  }
+
+  // Asks the known nodes, then the seeds, for the shard map and adopts the
+  // first answer. Blocks for at most a few seconds.
+  void RefreshTopology() {
+    std::vector<std::string> candidates;
+    for (NodeConnection* node : Owners()) candidates.push_back(node->address());
+    candidates.insert(candidates.end(), seeds_.begin(), seeds_.end());
+    for (const std::string& address : candidates) {
+      NodeConnection* node;
+      {
+        absl::MutexLock lock(&topology_mu_);
+        node = NodeFor(address);
+      }
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + kTopologyTimeout));
+      v1::TopologyResponse topology;
+      if (!node->stub()->Topology(&context, v1::TopologyRequest(), &topology).ok()) continue;
+      absl::MutexLock lock(&topology_mu_);
+      if (topology.nodes_size() <= 1) {
+        shard_count_ = 0;
+        owners_ = {node};
+      } else {
+        shard_count_ = topology.shard_count();
+        owners_.clear();
+        for (const std::string& owner : topology.nodes()) owners_.push_back(NodeFor(owner));
+      }
+      return;
+    }
+  }
 
  private:
+  NodeConnection* NodeFor(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(topology_mu_) {
+    std::unique_ptr<NodeConnection>& node = nodes_[address];
+    if (node == nullptr) {
+      NodeConnection::Options options;
+      options.credentials = options_.credentials;
+      options.coalesce = options_.coalesce;
+      options.batch_window = options_.batch_window;
+      options.max_batch = options_.max_batch;
+      node = std::make_unique<NodeConnection>(address, options, scheduler_.get(),
+                                              live_calls_.get());
+    }
+    return node.get();
+  }
+
+  NodeConnection* Route(const v1::Operation& op) {
+    absl::MutexLock lock(&topology_mu_);
+    if (shard_count_ == 0 || owners_.size() <= 1) return owners_.front();
+    const uint64_t shard = storage::KeyHash(OpNamespace(op), OpKey(op)) % shard_count_;
+    return owners_[shard % owners_.size()];
+  }
+
   void Attempt(std::shared_ptr<Call> call) {
     auto waiter = std::make_shared<Waiter>(
         call->deadline, [this, call](absl::StatusOr<v1::OperationResult> result) {
-          if (!result.ok() && absl::IsUnavailable(result.status())) {
-            const absl::Duration wait = Jitter(call->backoff);
-            if (absl::Now() + wait < call->deadline) {
-              call->backoff = std::min(call->backoff * 2, options_.max_backoff);
-              scheduler_->After(wait, [this, call] { Attempt(call); });
-              return;
-            }
+          const absl::Duration wait = Jitter(call->backoff);
+          if (!result.ok() && absl::IsUnavailable(result.status()) &&
+              absl::Now() + wait < call->deadline) {
+            call->backoff = std::min(call->backoff * 2, options_.max_backoff);
+            scheduler_->After(wait, [this, call] { Attempt(call); });
+            return;
+          }
+          if (!result.ok() && absl::IsFailedPrecondition(result.status()) &&
+              call->reroutes < kMaxReroutes && absl::Now() < call->deadline) {
+            ++call->reroutes;
+            scheduler_->After(absl::ZeroDuration(), [this, call] {
+              RefreshTopology();
+              Attempt(call);
+            });
+            return;
           }
           Finish(*call, std::move(result));
         });
     if (absl::Now() >= call->deadline) {
       waiter->Fire(absl::DeadlineExceededError("deadline passed before the call was sent"));
-    } else if (batcher_ != nullptr) {
-      batcher_->Send(call->op, std::move(waiter));
-    } else {
-      SendUnary(call->op, std::move(waiter));
+      return;
     }
+    Route(call->op)->Send(call->op, std::move(waiter));
   }
 
   void Finish(Call& call, absl::StatusOr<v1::OperationResult> result) {
@@ -119,79 +204,17 @@ class Client::Impl {
     return backoff * absl::Uniform(bits, 0.5, 1.0);
   }
 
-  // One operation as its own unary RPC.
-  template <typename Request, typename Response, typename Start, typename Put>
-  void Unary(const Request& request, std::shared_ptr<Waiter> waiter, Start start, Put put) {
-    struct State {
-      explicit State(LiveCalls* live) : live(live) {}
-      const LiveCalls::Token live;  // First: outlives context (see live_calls.h).
-      grpc::ClientContext context;
-      Request request;
-      Response response;
-    };
-    auto state = std::make_shared<State>(live_calls_.get());
-    state->request = request;
-    state->context.set_deadline(absl::ToChronoTime(waiter->deadline()));
-    start(stub_->async(), &state->context, &state->request, &state->response,
-          [state, waiter, put](grpc::Status status) {
-            if (!status.ok()) {
-              waiter->Fire(FromGrpc(status));
-              return;
-            }
-            v1::OperationResult result;
-            *put(&result) = std::move(state->response);
-            waiter->Fire(std::move(result));
-          });
-  }
-
-  void SendUnary(const v1::Operation& op, std::shared_ptr<Waiter> waiter) {
-    using Async = v1::Dedup::StubInterface::async_interface;
-    using Done = std::function<void(grpc::Status)>;
-    switch (op.op_case()) {
-      case v1::Operation::kClaim:
-        return Unary<v1::ClaimRequest, v1::ClaimResponse>(
-            op.claim(), std::move(waiter),
-            [](Async* a, grpc::ClientContext* c, const v1::ClaimRequest* q,
-               v1::ClaimResponse* r, Done d) { a->Claim(c, q, r, std::move(d)); },
-            [](v1::OperationResult* r) { return r->mutable_claim(); });
-      case v1::Operation::kComplete:
-        return Unary<v1::CompleteRequest, v1::CompleteResponse>(
-            op.complete(), std::move(waiter),
-            [](Async* a, grpc::ClientContext* c, const v1::CompleteRequest* q,
-               v1::CompleteResponse* r, Done d) { a->Complete(c, q, r, std::move(d)); },
-            [](v1::OperationResult* r) { return r->mutable_complete(); });
-      case v1::Operation::kRelease:
-        return Unary<v1::ReleaseRequest, v1::ReleaseResponse>(
-            op.release(), std::move(waiter),
-            [](Async* a, grpc::ClientContext* c, const v1::ReleaseRequest* q,
-               v1::ReleaseResponse* r, Done d) { a->Release(c, q, r, std::move(d)); },
-            [](v1::OperationResult* r) { return r->mutable_release(); });
-      case v1::Operation::kExtend:
-        return Unary<v1::ExtendRequest, v1::ExtendResponse>(
-            op.extend(), std::move(waiter),
-            [](Async* a, grpc::ClientContext* c, const v1::ExtendRequest* q,
-               v1::ExtendResponse* r, Done d) { a->Extend(c, q, r, std::move(d)); },
-            [](v1::OperationResult* r) { return r->mutable_extend(); });
-      case v1::Operation::kQuery:
-        return Unary<v1::QueryRequest, v1::QueryResponse>(
-            op.query(), std::move(waiter),
-            [](Async* a, grpc::ClientContext* c, const v1::QueryRequest* q,
-               v1::QueryResponse* r, Done d) { a->Query(c, q, r, std::move(d)); },
-            [](v1::OperationResult* r) { return r->mutable_query(); });
-      case v1::Operation::OP_NOT_SET:
-        break;
-    }
-    waiter->Fire(absl::InvalidArgumentError("op: not set"));
-  }
-
   const ClientOptions options_;
-  // Declared before the channel: destroyed after it.
+  const std::vector<std::string> seeds_;
+  // Declared before the nodes: destroyed after their channels.
   std::unique_ptr<LiveCalls> live_calls_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Dedup::Stub> stub_;
-  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<StreamBatcher> batcher_;
+
+  absl::Mutex topology_mu_;
+  // Every node ever known, by address; never removed while the client lives.
+  std::map<std::string, std::unique_ptr<NodeConnection>> nodes_ ABSL_GUARDED_BY(topology_mu_);
+  uint32_t shard_count_ ABSL_GUARDED_BY(topology_mu_) = 0;  // 0: not a cluster.
+  std::vector<NodeConnection*> owners_ ABSL_GUARDED_BY(topology_mu_);  // By node index.
 
   absl::Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
@@ -220,7 +243,10 @@ std::pair<Callback<Response>, std::future<absl::StatusOr<Response>>> Promised() 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
-  if (options.endpoint.empty()) return absl::InvalidArgumentError("endpoint: empty");
+  if (std::vector<std::string>(absl::StrSplit(options.endpoint, ',', absl::SkipWhitespace()))
+          .empty()) {
+    return absl::InvalidArgumentError("endpoint: empty");
+  }
   if (options.max_batch < 1 || options.max_batch > 1000) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_batch: must be 1..1000, got ", options.max_batch));
@@ -277,30 +303,45 @@ std::future<absl::StatusOr<v1::CompleteResponse>> Client::CompleteFuture(
 
 absl::StatusOr<std::vector<v1::Record>> Client::Scan(const v1::ScanRequest& request,
                                                      const CallOptions& options) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(impl_->Deadline(options)));
-  std::unique_ptr<grpc::ClientReader<v1::Record>> reader =
-      impl_->stub()->Scan(&context, request);
   std::vector<v1::Record> records;
-  v1::Record record;
-  while (reader->Read(&record)) records.push_back(std::move(record));
-  grpc::Status status = reader->Finish();
-  if (!status.ok()) return FromGrpc(status);
+  for (NodeConnection* node : impl_->Owners()) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(impl_->Deadline(options)));
+    std::unique_ptr<grpc::ClientReader<v1::Record>> reader = node->stub()->Scan(&context, request);
+    v1::Record record;
+    while (reader->Read(&record)) {
+      if (request.limit() != 0 && records.size() >= request.limit()) {
+        context.TryCancel();
+        break;
+      }
+      records.push_back(std::move(record));
+    }
+    grpc::Status status = reader->Finish();
+    if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
+      return absl::Status(FromGrpc(status).code(),
+                          absl::StrCat(node->address(), ": ", status.error_message()));
+    }
+  }
   return records;
 }
 
 absl::Status Client::Health(const CallOptions& options) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(impl_->Deadline(options)));
-  grpc::health::v1::HealthCheckRequest request;
-  request.set_service(v1::Dedup::service_full_name());
-  grpc::health::v1::HealthCheckResponse response;
-  grpc::Status status = impl_->health()->Check(&context, request, &response);
-  if (!status.ok()) return FromGrpc(status);
-  if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
-    return absl::UnavailableError(absl::StrCat(
-        "dedupd is ", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
-                          response.status())));
+  for (NodeConnection* node : impl_->Owners()) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(impl_->Deadline(options)));
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(v1::Dedup::service_full_name());
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::Status status = node->health()->Check(&context, request, &response);
+    if (!status.ok()) {
+      return absl::Status(FromGrpc(status).code(),
+                          absl::StrCat(node->address(), ": ", status.error_message()));
+    }
+    if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+      return absl::UnavailableError(absl::StrCat(
+          node->address(), " is ",
+          grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status())));
+    }
   }
   return absl::OkStatus();
 }

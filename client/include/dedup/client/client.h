@@ -15,8 +15,10 @@
 namespace dedup::client {
 
 struct ClientOptions {
-  // Address of the dedupd server ("host:port", or any gRPC target such as
-  // "dns:///dedupd.example:7400").
+  // Where dedupd is: "host:port" (or any gRPC target such as
+  // "dns:///dedupd.example:7400"), or several nodes of a cluster,
+  // comma-separated. The client asks them for the cluster's Topology and
+  // then sends every key straight to the node that owns it.
   std::string endpoint = "127.0.0.1:7400";
   // Channel credentials; null means plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
@@ -56,8 +58,11 @@ using Callback = std::function<void(absl::StatusOr<T>)>;
 //    call did (ALREADY_COMPLETED; OK or FAILED for Release);
 //  - Extend with the same token only moves the lease again; Query and Scan
 //    read.
-// Other errors (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION,
-// DEADLINE_EXCEEDED, ...) are returned at once.
+// FAILED_PRECONDITION (the key belongs to another node: the cluster map
+// changed) refreshes the topology and re-sends the call, at most twice.
+// Other errors (INVALID_ARGUMENT, NOT_FOUND, DEADLINE_EXCEEDED, ...) are
+// returned at once. In a cluster, a node that is down makes its own keys
+// UNAVAILABLE (after retries) while keys of other nodes proceed.
 //
 // Outcomes (ACQUIRED, IN_PROGRESS, STALE_TOKEN, ...) are in the returned
 // responses, exactly as the server sent them; a non-OK status means the
@@ -68,7 +73,9 @@ using Callback = std::function<void(absl::StatusOr<T>)>;
 // run on the client's own threads and must not block for long.
 class Client {
  public:
-  // Connects lazily: creating a client never fails on an unreachable server.
+  // Asks the endpoints for the cluster topology (briefly: an unreachable
+  // server does not fail the creation; the map is fetched again when a node
+  // answers that a key is not its own).
   static absl::StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& options);
 
   // Waits for calls in flight (up to their deadlines) and closes.
@@ -106,11 +113,11 @@ class Client {
   std::future<absl::StatusOr<v1::CompleteResponse>> CompleteFuture(
       const v1::CompleteRequest& request, const CallOptions& options = {});
 
-  // Admin: every record of a scan, in order (at most request.limit()).
+  // Admin: every record of a scan, node by node (at most request.limit()).
   absl::StatusOr<std::vector<v1::Record>> Scan(const v1::ScanRequest& request,
                                                const CallOptions& options = {});
 
-  // The server's gRPC health for dedup.v1.Dedup: OK when SERVING.
+  // gRPC health for dedup.v1.Dedup: OK when every node is SERVING.
   absl::Status Health(const CallOptions& options = {});
 
   const ClientOptions& options() const { return options_; }
