@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# A dedupd cluster on this machine, for trying routing and failure by hand:
+# N nodes on 127.0.0.1, ports BASE..BASE+N-1 (metrics on BASE+100..), one
+# data directory each under DIR, all with the same config.
+#
+#   deploy/local-cluster.sh start [-n 3] [-p 7410] [-d ./cluster-data] [-c config.textproto]
+#   deploy/local-cluster.sh stop-node I     # SIGTERM one node (its keys become unavailable)
+#   deploy/local-cluster.sh start-node I    # bring it back on its data directory
+#   deploy/local-cluster.sh status | stop
+#
+# Clients take the node list as their endpoint, e.g.
+#   build/client/dedupctl --endpoint=127.0.0.1:7410,127.0.0.1:7411,127.0.0.1:7412 health
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+nodes=3 base=7410 dir=./cluster-data config=""
+dedupd="${DEDUPD_BINARY:-${DEDUP_BUILD_DIR:-build}/server/dedupd}"
+command="${1:-}"
+[ $# -gt 0 ] && shift
+node_arg=""
+if [ "$command" = "stop-node" ] || [ "$command" = "start-node" ]; then
+  node_arg="${1:?usage: $0 $command NODE_INDEX}"
+  shift
+fi
+while getopts "n:p:d:c:" opt; do
+  case "$opt" in
+    n) nodes="$OPTARG" ;; p) base="$OPTARG" ;; d) dir="$OPTARG" ;; c) config="$OPTARG" ;;
+    *) sed -n '2,13p' "$0"; exit 2 ;;
+  esac
+done
+state="$dir/cluster.env"
+if [ -f "$state" ] && [ "$command" != "start" ]; then
+  # shellcheck disable=SC1090
+  source "$state"
+fi
+
+node_list() {
+  local list="" i
+  for ((i = 0; i < nodes; i++)); do list+="${list:+,}127.0.0.1:$((base + i))"; done
+  echo "$list"
+}
+
+start_node() {
+  local i="$1" pidfile="$dir/node-$1.pid"
+  if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    echo "node $i already runs (pid $(cat "$pidfile"))"
+    return
+  fi
+  local args=(--listen="127.0.0.1:$((base + i))" --metrics_listen="127.0.0.1:$((base + 100 + i))"
+              --data_dir="$dir/node-$i" --cluster_nodes="$(node_list)" --node_index="$i")
+  [ -n "$config" ] && args+=(--config="$config")
+  "$dedupd" "${args[@]}" >>"$dir/node-$i.log" 2>&1 &
+  echo $! >"$pidfile"
+  # Up when it answers health; a node that exits early shows its log.
+  for _ in $(seq 1 100); do
+    if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+      echo "node $i exited; its log:" >&2
+      tail -5 "$dir/node-$i.log" >&2
+      return 1
+    fi
+    if (exec 3<>"/dev/tcp/127.0.0.1/$((base + i))") 2>/dev/null; then
+      echo "node $i of $nodes: pid $(cat "$pidfile"), 127.0.0.1:$((base + i)), data $dir/node-$i"
+      return
+    fi
+    sleep 0.1
+  done
+  echo "node $i did not start listening in 10 s" >&2
+  return 1
+}
+
+stop_node() {
+  local pidfile="$dir/node-$1.pid"
+  [ -f "$pidfile" ] || return 0
+  local pid
+  pid="$(cat "$pidfile")"
+  if kill -TERM "$pid" 2>/dev/null; then
+    for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+    echo "node $1 stopped"
+  fi
+  rm -f "$pidfile"
+}
+
+case "$command" in
+  start)
+    [ -x "$dedupd" ] || { echo "no dedupd at $dedupd: run deploy/build.sh first" >&2; exit 1; }
+    mkdir -p "$dir"
+    config="${config:+$(realpath "$config")}"
+    printf 'nodes=%q base=%q config=%q\n' "$nodes" "$base" "$config" >"$state"
+    for ((i = 0; i < nodes; i++)); do start_node "$i"; done
+    echo "endpoint: $(node_list)"
+    ;;
+  stop-node) stop_node "$node_arg" ;;
+  start-node) start_node "$node_arg" ;;
+  status)
+    for ((i = 0; i < nodes; i++)); do
+      pidfile="$dir/node-$i.pid"
+      if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+        echo "node $i: running, pid $(cat "$pidfile"), 127.0.0.1:$((base + i))"
+      else
+        echo "node $i: stopped"
+      fi
+    done
+    ;;
+  stop) for ((i = 0; i < nodes; i++)); do stop_node "$i"; done ;;
+  *) sed -n '2,13p' "$0"; exit 2 ;;
+esac
