@@ -18,9 +18,11 @@
 #include "gtest/gtest.h"
 #include "storage/key_codec.h"
 #include "tests/blackbox/dedupd_process.h"
-#include "tests/blackbox/temp_dir.h"
+#include "tests/common/temp_dir.h"
 
 namespace dedup::blackbox {
+
+using ::dedup::test::TempDir;
 namespace {
 
 constexpr int kNodes = 3;

@@ -10,9 +10,11 @@
 #include "dedup/client/guard.h"
 #include "gtest/gtest.h"
 #include "tests/blackbox/dedupd_process.h"
-#include "tests/blackbox/temp_dir.h"
+#include "tests/common/temp_dir.h"
 
 namespace dedup::blackbox {
+
+using ::dedup::test::TempDir;
 namespace {
 
 constexpr char kConfig[] = R"pb(

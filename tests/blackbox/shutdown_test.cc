@@ -9,9 +9,11 @@
 #include "gtest/gtest.h"
 #include "tests/blackbox/claim_complete_load.h"
 #include "tests/blackbox/dedupd_process.h"
-#include "tests/blackbox/temp_dir.h"
+#include "tests/common/temp_dir.h"
 
 namespace dedup::blackbox {
+
+using ::dedup::test::TempDir;
 namespace {
 
 using std::chrono::milliseconds;

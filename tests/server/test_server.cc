@@ -47,22 +47,6 @@ grpc::Status CallStatus(v1::Dedup::Stub& stub, UnaryMethod<Request, Response> me
 
 }  // namespace
 
-TempDir::TempDir() {
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / "dedup-server-test-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) {
-    ADD_FAILURE() << "mkdtemp failed for " << pattern;
-    return;
-  }
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  if (path_.empty()) return;
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
 absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(const std::string& config_text,
                                                               const storage::Clock* clock) {
   absl::StatusOr<v1::ServerConfig> config = ParseConfigText(config_text);

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "server/dedup_server.h"
 #include "storage/clock.h"
+#include "tests/common/temp_dir.h"
 
 namespace dedup::server::test {
 
@@ -28,20 +29,7 @@ inline constexpr int64_t kDefaultLeaseMs = 30'000;
 inline constexpr int64_t kDefaultLeaseMaxMs = 10 * 60'000;
 inline constexpr int64_t kDefaultRetentionMs = 24 * 3600'000LL;
 
-// A fresh directory under the system temp directory, removed with its
-// contents on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::dedup::test::TempDir;
 
 // A DedupServer with its own data directory, and a client connected to it.
 class TestServer {

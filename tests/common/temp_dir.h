@@ -1,5 +1,5 @@
-#ifndef DEDUP_TESTS_STORAGE_TEMP_DIR_H_
-#define DEDUP_TESTS_STORAGE_TEMP_DIR_H_
+#ifndef DEDUP_TESTS_COMMON_TEMP_DIR_H_
+#define DEDUP_TESTS_COMMON_TEMP_DIR_H_
 
 #include <stdlib.h>
 
@@ -18,7 +18,7 @@ class TempDir {
  public:
   TempDir() {
     std::string pattern =
-        (std::filesystem::temp_directory_path() / "dedup-storage-test-XXXXXX").string();
+        (std::filesystem::temp_directory_path() / "dedup-test-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) {
       std::perror("mkdtemp");
       std::abort();  // No hermetic place to run in: nothing can be tested.
@@ -47,4 +47,4 @@ class TempDir {
 
 }  // namespace dedup::test
 
-#endif  // DEDUP_TESTS_STORAGE_TEMP_DIR_H_
+#endif  // DEDUP_TESTS_COMMON_TEMP_DIR_H_
