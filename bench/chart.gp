@@ -1,7 +1,11 @@
 # Charts of a bench/compare run: gnuplot -e "dir='OUT'" bench/chart.gp
 # Reads OUT/chart_main.dat and OUT/chart_scale.dat (bench/summarize.py);
 # writes OUT/chart.png (throughput and p99 per system) and OUT/scale.png.
+# main_chart=0 or scale_chart=0 skips one (bench/compare sets them).
 if (!exists("dir")) dir = "."
+if (!exists("main_chart")) main_chart = 1
+if (!exists("scale_chart")) scale_chart = 1
+if (main_chart) {
 set terminal pngcairo size 1400,900 font "sans,10" noenhanced
 set output dir."/chart.png"
 set multiplot layout 2,1 title "dedupd vs Redis vs PostgreSQL (medians; 64 callers)"
@@ -22,9 +26,9 @@ set title "p99 latency"
 plot dir."/chart_main.dat" using 3:xtic(1) title "unique keys, 1 per call", \
      "" using 5 title "batches of 64"
 unset multiplot
+}
 
-stats dir."/chart_scale.dat" using 1 nooutput
-if (STATS_records > 0) {
+if (scale_chart) {
   set output dir."/scale.png"
   set terminal pngcairo size 1000,600 font "sans,10" noenhanced
   unset logscale y

@@ -127,7 +127,10 @@ double MachineBusySeconds() {
     return -1.0;
   }
   const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  return (user + nice + system + irq + softirq + steal) / tick;
+  // Interrupt and steal time is charged to no process, so it is left out:
+  // busy minus the server and the load generator is then what other
+  // processes (and kernel threads) used.
+  return (user + nice + system) / tick;
 }
 
 }  // namespace dedup::bench

@@ -26,8 +26,8 @@ uint64_t DiskBytes(const std::string& path);
 // CPU seconds this process has used (user + system).
 double OwnCpuSeconds();
 
-// CPU seconds the whole machine has been busy (all CPUs, not idle or
-// waiting for I/O) since boot, from /proc/stat. With the server's and this
+// CPU seconds all processes together have run (user + nice + system over
+// all CPUs, without interrupt and steal time) since boot, from /proc/stat. With the server's and this
 // process's CPU it tells how much other work shared the machine during a run.
 double MachineBusySeconds();
 
