@@ -121,6 +121,11 @@ absl::Status Store::OpenDb() {
       std::make_shared<TtlCompactionFilterFactory>(
           options_.clock, options_.abandoned_grace_ms, drops_.get());
   shard_options.level_compaction_dynamic_level_bytes = true;
+  // Most claims are of new keys: a memtable bloom filter answers "not
+  // there" without walking the skip list (a profile showed the walk at a
+  // tenth of the server's CPU).
+  shard_options.memtable_whole_key_filtering = true;
+  shard_options.memtable_prefix_bloom_size_ratio = 0.05;
   shard_options.write_buffer_size = 16ull << 20;
   if (options_.periodic_compaction_seconds > 0) {
     shard_options.periodic_compaction_seconds = options_.periodic_compaction_seconds;
