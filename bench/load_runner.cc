@@ -161,12 +161,12 @@ absl::StatusOr<RunResult> RunLoad(Driver& driver, const Workload& workload,
   const double server_cpu_before =
       options.server_pid > 0 ? CpuSeconds(options.server_pid, options.server_descendants) : -1;
   const double client_cpu_before = OwnCpuSeconds();
-  const double machine_before = MachineBusySeconds();
+  const CpuCensus census_before = CpuCensus::Take();
   for (auto& caller : callers) caller.join();
   const double server_cpu_after =
       options.server_pid > 0 ? CpuSeconds(options.server_pid, options.server_descendants) : -1;
   const double client_cpu_after = OwnCpuSeconds();
-  const double machine_after = MachineBusySeconds();
+  const CpuCensus census_after = CpuCensus::Take();
   watcher.join();
 
   RunResult result;
@@ -186,13 +186,8 @@ absl::StatusOr<RunResult> RunLoad(Driver& driver, const Workload& workload,
     result.server_cpu_seconds = server_cpu_after - server_cpu_before;
   }
   result.client_cpu_seconds = client_cpu_after - client_cpu_before;
-  if (machine_before >= 0 && machine_after >= 0) {
-    result.machine_busy_seconds = machine_after - machine_before;
-    if (result.server_cpu_seconds >= 0) {
-      result.other_cpu_seconds = std::max(
-          0.0, result.machine_busy_seconds - result.server_cpu_seconds - result.client_cpu_seconds);
-    }
-  }
+  result.other_cpu_seconds =
+      census_after.OthersSince(census_before, options.server_pid, options.server_descendants);
   return result;
 }
 

@@ -39,9 +39,8 @@ struct RunResult {
   LatencyHistogram latency;      // Per request, in nanoseconds.
   double server_cpu_seconds = -1.0;  // -1: not measured.
   double client_cpu_seconds = 0.0;
-  // CPU seconds the whole machine was busy, and the part of it neither the
-  // server nor this load generator used: other work sharing the machine.
-  double machine_busy_seconds = -1.0;
+  // CPU seconds other processes used meanwhile (a lower bound; see
+  // CpuCensus): other work sharing the machine.
   double other_cpu_seconds = -1.0;
 
   double throughput() const { return elapsed_seconds > 0 ? claims / elapsed_seconds : 0.0; }

@@ -19,6 +19,7 @@ namespace {
 struct ProcStat {
   pid_t ppid = 0;
   uint64_t ticks = 0;  // utime + stime
+  uint64_t start = 0;  // starttime
 };
 
 // Fields of /proc/<pid>/stat after the command name, which may hold spaces
@@ -33,10 +34,11 @@ bool ReadStat(pid_t pid, ProcStat* out) {
   std::vector<std::string> fields;  // fields[0] is field 3 (state)
   std::string field;
   while (rest >> field) fields.push_back(field);
-  if (fields.size() < 13) return false;
+  if (fields.size() < 20) return false;
   out->ppid = static_cast<pid_t>(std::atol(fields[1].c_str()));
   out->ticks = std::strtoull(fields[11].c_str(), nullptr, 10) +  // utime (field 14)
                std::strtoull(fields[12].c_str(), nullptr, 10);   // stime (field 15)
+  out->start = std::strtoull(fields[19].c_str(), nullptr, 10);  // starttime (field 22)
   return true;
 }
 
@@ -67,17 +69,12 @@ int AddFile(const char* /*path*/, const struct stat* st, int type, FTW* /*ftw*/)
 
 }  // namespace
 
-double CpuSeconds(pid_t pid, bool with_descendants) {
-  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  if (!with_descendants) {
-    ProcStat stat;
-    return ReadStat(pid, &stat) ? stat.ticks / tick : -1.0;
-  }
-  const std::map<pid_t, ProcStat> all = AllProcesses();
-  if (all.count(pid) == 0) return -1.0;
-  std::set<pid_t> tree = {pid};
+// `root` and, when `with_descendants`, every process below it in `all`.
+template <typename Map>
+std::set<pid_t> TreeOf(const Map& all, pid_t root, bool with_descendants) {
+  std::set<pid_t> tree = {root};
   // Parents have lower pids except after wrap-around; iterate to a fixed point.
-  for (bool grew = true; grew;) {
+  for (bool grew = with_descendants; grew;) {
     grew = false;
     for (const auto& [p, stat] : all) {
       if (tree.count(p) == 0 && tree.count(stat.ppid) > 0) {
@@ -86,8 +83,19 @@ double CpuSeconds(pid_t pid, bool with_descendants) {
       }
     }
   }
+  return tree;
+}
+
+double CpuSeconds(pid_t pid, bool with_descendants) {
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  if (!with_descendants) {
+    ProcStat stat;
+    return ReadStat(pid, &stat) ? stat.ticks / tick : -1.0;
+  }
+  const std::map<pid_t, ProcStat> all = AllProcesses();
+  if (all.count(pid) == 0) return -1.0;
   uint64_t ticks = 0;
-  for (pid_t p : tree) ticks += all.at(p).ticks;
+  for (pid_t p : TreeOf(all, pid, true)) ticks += all.at(p).ticks;
   return ticks / tick;
 }
 
@@ -119,18 +127,29 @@ double OwnCpuSeconds() {
 }
 
 
-double MachineBusySeconds() {
-  std::ifstream file("/proc/stat");
-  std::string cpu;
-  uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-  if (!(file >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal)) {
-    return -1.0;
+CpuCensus CpuCensus::Take() {
+  CpuCensus census;
+  for (const auto& [pid, stat] : AllProcesses()) {
+    census.processes_[pid] = Entry{stat.ppid, stat.start, stat.ticks};
   }
-  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  // Interrupt and steal time is charged to no process, so it is left out:
-  // busy minus the server and the load generator is then what other
-  // processes (and kernel threads) used.
-  return (user + nice + system) / tick;
+  return census;
+}
+
+double CpuCensus::OthersSince(const CpuCensus& before, pid_t server,
+                              bool with_descendants) const {
+  std::set<pid_t> excluded = {getpid()};
+  if (server > 0) {
+    for (pid_t p : TreeOf(processes_, server, with_descendants)) excluded.insert(p);
+  }
+  uint64_t ticks = 0;
+  for (const auto& [pid, now] : processes_) {
+    if (excluded.count(pid) > 0) continue;
+    const auto then = before.processes_.find(pid);
+    const bool same = then != before.processes_.end() && then->second.start == now.start;
+    const uint64_t earlier = same ? then->second.ticks : 0;
+    if (now.ticks > earlier) ticks += now.ticks - earlier;
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 }  // namespace dedup::bench

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace dedup::bench {
@@ -26,10 +27,27 @@ uint64_t DiskBytes(const std::string& path);
 // CPU seconds this process has used (user + system).
 double OwnCpuSeconds();
 
-// CPU seconds all processes together have run (user + nice + system over
-// all CPUs, without interrupt and steal time) since boot, from /proc/stat. With the server's and this
-// process's CPU it tells how much other work shared the machine during a run.
-double MachineBusySeconds();
+// The CPU ticks of every process at one moment, to tell how much CPU other
+// processes took during a run (the machine may be shared).
+class CpuCensus {
+ public:
+  // Reads /proc/<pid>/stat of every process.
+  static CpuCensus Take();
+
+  // CPU seconds used between `before` and this census by every process but
+  // this one and `server` (with its descendants when `with_descendants`).
+  // A process that started in between counts from zero; one that ended in
+  // between is missed, so this is a lower bound.
+  double OthersSince(const CpuCensus& before, pid_t server, bool with_descendants) const;
+
+ private:
+  struct Entry {
+    pid_t ppid = 0;
+    uint64_t start = 0;  // Start time in ticks since boot: tells reused pids apart.
+    uint64_t ticks = 0;
+  };
+  std::map<pid_t, Entry> processes_;
+};
 
 }  // namespace dedup::bench
 

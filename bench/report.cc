@@ -87,8 +87,7 @@ std::string ToJson(const RunContext& context, const Workload& workload,
       ",\"rss_bytes\":", context.server_rss_bytes, ",\"data_dir\":", Quote(context.data_dir),
       ",\"data_bytes\":", context.data_bytes, "}",
       ",\"client_cpu_seconds\":", Number(result.client_cpu_seconds),
-      ",\"machine\":{\"busy_cpu_seconds\":", Nullable(result.machine_busy_seconds),
-      ",\"other_cpu_seconds\":", Nullable(result.other_cpu_seconds), "}}");
+      ",\"machine\":{\"other_cpu_seconds\":", Nullable(result.other_cpu_seconds), "}}");
 }
 
 std::string ToTable(const RunContext& context, const Workload& workload,
