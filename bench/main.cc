@@ -97,8 +97,9 @@ Workload flags:
   rate, latency counts from when each request was due)
 
 Output: a table on stdout and, with --json_out=FILE, one JSON object.
-Exit codes: 0 ok; 1 no throughput or too many errors; 2 bad flags;
-3 the run overran its bounds by 60 s.
+Exit codes: 0 ok; 1 no throughput, too many errors, the server unreachable,
+or an unknown flag or --help (Abseil's flag parser exits 1); 2 a flag value
+out of range; 3 the run overran its bounds by 60 s.
 
 Flags:
 )";
