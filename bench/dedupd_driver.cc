@@ -14,8 +14,7 @@ using client::Client;
 using client::ClientOptions;
 
 absl::Status FromGrpc(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
 const char* ApiName(DedupdApi api) {
@@ -123,8 +122,7 @@ class ClientSession final : public Session {
 // One Batch RPC per request through the generated stub.
 class BatchSession final : public Session {
  public:
-  BatchSession(v1::Dedup::Stub* stub, const Workload& workload, int caller,
-               absl::Duration timeout)
+  BatchSession(v1::Dedup::Stub* stub, const Workload& workload, int caller, absl::Duration timeout)
       : stub_(stub), requests_(workload, caller), timeout_(timeout) {}
 
   absl::Status ClaimBatch(const std::vector<std::string>& keys, ClaimTally* tally) override {

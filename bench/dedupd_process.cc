@@ -45,8 +45,8 @@ DedupdProcess::DedupdProcess(std::string temp_dir, pid_t pid)
 absl::StatusOr<std::unique_ptr<DedupdProcess>> DedupdProcess::Start(
     const std::string& binary, const std::vector<std::string>& extra_flags) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
-                                     "/dedup_bench.XXXXXX");
+  std::string pattern =
+      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/dedup_bench.XXXXXX");
   if (mkdtemp(pattern.data()) == nullptr) {
     return absl::InternalError(absl::StrCat("mkdtemp ", pattern, " failed"));
   }

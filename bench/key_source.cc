@@ -22,8 +22,7 @@ KeySource::KeySource(std::string prefix, double duplicate_ratio, uint64_t recent
 
 std::string KeySource::KeyOf(uint64_t n) const {
   char hex[33];
-  std::snprintf(hex, sizeof(hex), "%016llx%016llx",
-                static_cast<unsigned long long>(SplitMix64(n)),
+  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(SplitMix64(n)),
                 static_cast<unsigned long long>(SplitMix64(n ^ 0x5bd1e995ULL)));
   return prefix_ + hex;
 }

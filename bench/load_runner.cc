@@ -115,11 +115,11 @@ void Watch(const Shared& shared, const Workload& workload, const RunnerOptions& 
     if (now >= next_line) {
       const uint64_t sent = shared.sent.load();
       const auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(now - shared.start);
-      progress->Show(absl::StrCat(
-          "[", options.label, "] ", now < shared.measure_from ? "warm-up" : "measure", " ",
-          elapsed.count(), "s/",
-          static_cast<int>(workload.warmup_seconds + workload.duration_seconds), "s  ", sent,
-          " claims  ", sent - last_sent, "/s  errors ", shared.failed.load()));
+      progress->Show(
+          absl::StrCat("[", options.label, "] ", now < shared.measure_from ? "warm-up" : "measure",
+                       " ", elapsed.count(), "s/",
+                       static_cast<int>(workload.warmup_seconds + workload.duration_seconds), "s  ",
+                       sent, " claims  ", sent - last_sent, "/s  errors ", shared.failed.load()));
       last_sent = sent;
       next_line += std::chrono::seconds(1);
     }

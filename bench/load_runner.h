@@ -35,8 +35,8 @@ struct RunResult {
   uint64_t duplicates = 0;
   uint64_t errors = 0;
   std::string first_error;
-  double elapsed_seconds = 0.0;  // From the end of warm-up to the last answer.
-  LatencyHistogram latency;      // Per request, in nanoseconds.
+  double elapsed_seconds = 0.0;      // From the end of warm-up to the last answer.
+  LatencyHistogram latency;          // Per request, in nanoseconds.
   double server_cpu_seconds = -1.0;  // -1: not measured.
   double client_cpu_seconds = 0.0;
   // CPU seconds other processes used meanwhile (a lower bound; see

@@ -33,9 +33,13 @@
 #endif
 
 ABSL_FLAG(std::string, system, "dedupd", "dedupd, redis or postgres.");
-ABSL_FLAG(std::string, target, "", "HOST:PORT of the server (default: the system's usual port on 127.0.0.1).");
-ABSL_FLAG(std::string, spawn_dedupd, "", "Start this dedupd binary on 127.0.0.1 port 0 with a temp data dir, run against it, stop it.");
-ABSL_FLAG(std::vector<std::string>, spawn_flags, {}, "Extra flags for --spawn_dedupd, comma-separated.");
+ABSL_FLAG(std::string, target, "",
+          "HOST:PORT of the server (default: the system's usual port on 127.0.0.1).");
+ABSL_FLAG(
+    std::string, spawn_dedupd, "",
+    "Start this dedupd binary on 127.0.0.1 port 0 with a temp data dir, run against it, stop it.");
+ABSL_FLAG(std::vector<std::string>, spawn_flags, {},
+          "Extra flags for --spawn_dedupd, comma-separated.");
 ABSL_FLAG(std::string, dedupd_api, "auto", "client, unary, batch or auto.");
 ABSL_FLAG(int, batch_window_us, 200, "Client library coalescing window (dedupd_api=client).");
 ABSL_FLAG(int, max_batch, 64, "Client library largest coalesced batch (dedupd_api=client).");
@@ -130,8 +134,8 @@ absl::StatusOr<dedup::bench::Workload> WorkloadFromFlags() {
   w.ns = absl::GetFlag(FLAGS_ns);
   w.key_prefix = absl::GetFlag(FLAGS_key_prefix);
   if (w.key_prefix.empty()) {
-    w.key_prefix = absl::StrCat("r", absl::Hex(static_cast<uint64_t>(std::time(nullptr))),
-                                "-", getpid(), "-");
+    w.key_prefix =
+        absl::StrCat("r", absl::Hex(static_cast<uint64_t>(std::time(nullptr))), "-", getpid(), "-");
   }
   w.warmup_seconds = absl::GetFlag(FLAGS_warmup);
   w.duration_seconds = absl::GetFlag(FLAGS_duration);
@@ -188,10 +192,10 @@ absl::StatusOr<std::unique_ptr<Driver>> MakeDriver(const std::string& system,
   if (system == "postgres") {
 #ifdef DEDUP_BENCH_HAVE_POSTGRES
     PostgresDriverOptions options;
-    options.conninfo = absl::StrCat("host=", host, " port=", port, " user=",
-                                    absl::GetFlag(FLAGS_pg_user),
-                                    " dbname=", absl::GetFlag(FLAGS_pg_database),
-                                    " connect_timeout=10 options=-cclient_min_messages=warning");
+    options.conninfo =
+        absl::StrCat("host=", host, " port=", port, " user=", absl::GetFlag(FLAGS_pg_user),
+                     " dbname=", absl::GetFlag(FLAGS_pg_database),
+                     " connect_timeout=10 options=-cclient_min_messages=warning");
     options.synchronous_commit = absl::GetFlag(FLAGS_pg_synchronous_commit);
     return MakePostgresDriver(options, workload);
 #else
@@ -284,8 +288,8 @@ int main(int argc, char** argv) {
   }
   const double error_ratio = static_cast<double>(result->errors) / result->claims;
   if (error_ratio > absl::GetFlag(FLAGS_max_error_ratio)) {
-    return Fail(absl::UnavailableError(absl::StrCat(result->errors, " of ", result->claims,
-                                                    " claims failed")),
+    return Fail(absl::UnavailableError(
+                    absl::StrCat(result->errors, " of ", result->claims, " claims failed")),
                 1);
   }
   return 0;

@@ -42,11 +42,11 @@ absl::Status Exec(PGconn* conn, const std::string& sql) {
 absl::StatusOr<ConnPtr> Connect(const PostgresDriverOptions& options) {
   ConnPtr conn(PQconnectdb(options.conninfo.c_str()));
   if (conn == nullptr || PQstatus(conn.get()) != CONNECTION_OK) {
-    return absl::UnavailableError(absl::StrCat("postgres (", options.conninfo,
-                                               "): ", PQerrorMessage(conn.get())));
+    return absl::UnavailableError(
+        absl::StrCat("postgres (", options.conninfo, "): ", PQerrorMessage(conn.get())));
   }
-  if (absl::Status s = Exec(conn.get(), absl::StrCat("SET synchronous_commit = ",
-                                                     options.synchronous_commit));
+  if (absl::Status s =
+          Exec(conn.get(), absl::StrCat("SET synchronous_commit = ", options.synchronous_commit));
       !s.ok()) {
     return s;
   }
@@ -83,8 +83,8 @@ class PostgresSession final : public Session {
     lengths.push_back(static_cast<int>(lease_ms_.size()));
     std::vector<int> formats(values.size(), 0);
     ResultPtr result(PQexecPrepared(conn_.get(), StatementName(keys.size()).c_str(),
-                                    static_cast<int>(values.size()), values.data(),
-                                    lengths.data(), formats.data(), 0));
+                                    static_cast<int>(values.size()), values.data(), lengths.data(),
+                                    formats.data(), 0));
     if (PQresultStatus(result.get()) != PGRES_COMMAND_OK) {
       return absl::UnavailableError(absl::StrCat("postgres: ", PQerrorMessage(conn_.get())));
     }
@@ -131,8 +131,9 @@ class PostgresDriver final : public Driver {
       : options_(options), workload_(workload) {}
 
   std::string Describe() const override {
-    return absl::StrCat("postgres (", options_.conninfo, ", synchronous_commit=",
-                        options_.synchronous_commit, ", INSERT ON CONFLICT DO NOTHING)");
+    return absl::StrCat("postgres (", options_.conninfo,
+                        ", synchronous_commit=", options_.synchronous_commit,
+                        ", INSERT ON CONFLICT DO NOTHING)");
   }
 
   absl::Status Prepare() override {

@@ -38,7 +38,7 @@ bool ReadStat(pid_t pid, ProcStat* out) {
   out->ppid = static_cast<pid_t>(std::atol(fields[1].c_str()));
   out->ticks = std::strtoull(fields[11].c_str(), nullptr, 10) +  // utime (field 14)
                std::strtoull(fields[12].c_str(), nullptr, 10);   // stime (field 15)
-  out->start = std::strtoull(fields[19].c_str(), nullptr, 10);  // starttime (field 22)
+  out->start = std::strtoull(fields[19].c_str(), nullptr, 10);   // starttime (field 22)
   return true;
 }
 
@@ -126,7 +126,6 @@ double OwnCpuSeconds() {
          usage.ru_stime.tv_usec / 1e6;
 }
 
-
 CpuCensus CpuCensus::Take() {
   CpuCensus census;
   for (const auto& [pid, stat] : AllProcesses()) {
@@ -135,8 +134,7 @@ CpuCensus CpuCensus::Take() {
   return census;
 }
 
-double CpuCensus::OthersSince(const CpuCensus& before, pid_t server,
-                              bool with_descendants) const {
+double CpuCensus::OthersSince(const CpuCensus& before, pid_t server, bool with_descendants) const {
   std::set<pid_t> excluded = {getpid()};
   if (server > 0) {
     for (pid_t p : TreeOf(processes_, server, with_descendants)) excluded.insert(p);

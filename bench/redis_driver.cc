@@ -23,12 +23,12 @@ using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
 timeval ToTimeval(int ms) { return timeval{ms / 1000, (ms % 1000) * 1000}; }
 
 absl::StatusOr<ContextPtr> Connect(const RedisDriverOptions& options) {
-  ContextPtr context(redisConnectWithTimeout(options.host.c_str(), options.port,
-                                             ToTimeval(options.timeout_ms)));
+  ContextPtr context(
+      redisConnectWithTimeout(options.host.c_str(), options.port, ToTimeval(options.timeout_ms)));
   if (context == nullptr) return absl::ResourceExhaustedError("redis: out of memory");
   if (context->err != 0) {
-    return absl::UnavailableError(absl::StrCat("redis at ", options.host, ":", options.port,
-                                               ": ", context->errstr));
+    return absl::UnavailableError(
+        absl::StrCat("redis at ", options.host, ":", options.port, ": ", context->errstr));
   }
   redisSetTimeout(context.get(), ToTimeval(options.timeout_ms));
   return context;
@@ -86,7 +86,8 @@ class RedisDriver final : public Driver {
     absl::StatusOr<ContextPtr> context = Connect(options_);
     if (!context.ok()) return context.status();
     ReplyPtr reply(static_cast<redisReply*>(redisCommand(context->get(), "PING")));
-    if (reply == nullptr) return absl::UnavailableError(absl::StrCat("redis: ", (*context)->errstr));
+    if (reply == nullptr)
+      return absl::UnavailableError(absl::StrCat("redis: ", (*context)->errstr));
     return absl::OkStatus();
   }
 

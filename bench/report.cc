@@ -53,8 +53,7 @@ double CpuPerMillion(const RunResult& result) {
 
 }  // namespace
 
-std::string ToJson(const RunContext& context, const Workload& workload,
-                   const RunResult& result) {
+std::string ToJson(const RunContext& context, const Workload& workload, const RunResult& result) {
   const LatencyHistogram& h = result.latency;
   return absl::StrCat(
       "{\"tool\":\"dedup_bench\",\"system\":", Quote(context.system),
@@ -65,24 +64,22 @@ std::string ToJson(const RunContext& context, const Workload& workload,
       ",\"recent_window\":", workload.recent_window, ",\"lease_ms\":", workload.lease_ms,
       ",\"complete\":", workload.complete ? "true" : "false",
       ",\"retention_ms\":", workload.retention_ms, ",\"result_bytes\":", workload.result_bytes,
-      ",\"namespace\":", Quote(workload.ns),
-      ",\"rate\":", Number(workload.rate), ",\"warmup_s\":", Number(workload.warmup_seconds),
+      ",\"namespace\":", Quote(workload.ns), ",\"rate\":", Number(workload.rate),
+      ",\"warmup_s\":", Number(workload.warmup_seconds),
       ",\"duration_s\":", Number(workload.duration_seconds),
-      ",\"max_claims\":", workload.max_claims, "}",
-      ",\"claims\":", result.claims, ",\"requests\":", result.requests,
-      ",\"acquired\":", result.acquired, ",\"duplicates\":", result.duplicates,
-      ",\"errors\":", result.errors, ",\"first_error\":", Quote(result.first_error),
+      ",\"max_claims\":", workload.max_claims, "}", ",\"claims\":", result.claims,
+      ",\"requests\":", result.requests, ",\"acquired\":", result.acquired,
+      ",\"duplicates\":", result.duplicates, ",\"errors\":", result.errors,
+      ",\"first_error\":", Quote(result.first_error),
       ",\"elapsed_s\":", Number(result.elapsed_seconds),
       ",\"throughput\":", Number(result.throughput()),
       ",\"latency_us\":{\"p50\":", Number(Micros(h.Percentile(0.50))),
       ",\"p90\":", Number(Micros(h.Percentile(0.90))),
       ",\"p99\":", Number(Micros(h.Percentile(0.99))),
-      ",\"p999\":", Number(Micros(h.Percentile(0.999))),
-      ",\"max\":", Number(Micros(h.max_nanos())), ",\"mean\":", Number(Micros(h.mean_nanos())),
-      "}",
+      ",\"p999\":", Number(Micros(h.Percentile(0.999))), ",\"max\":", Number(Micros(h.max_nanos())),
+      ",\"mean\":", Number(Micros(h.mean_nanos())), "}",
       ",\"server\":{\"pid\":", context.server_pid,
-      ",\"cpu_seconds\":",
-      Nullable(result.server_cpu_seconds),
+      ",\"cpu_seconds\":", Nullable(result.server_cpu_seconds),
       ",\"cpu_s_per_million_claims\":", Number(CpuPerMillion(result)),
       ",\"rss_bytes\":", context.server_rss_bytes, ",\"data_dir\":", Quote(context.data_dir),
       ",\"data_bytes\":", context.data_bytes, "}",
@@ -90,29 +87,24 @@ std::string ToJson(const RunContext& context, const Workload& workload,
       ",\"machine\":{\"other_cpu_seconds\":", Nullable(result.other_cpu_seconds), "}}");
 }
 
-std::string ToTable(const RunContext& context, const Workload& workload,
-                    const RunResult& result) {
+std::string ToTable(const RunContext& context, const Workload& workload, const RunResult& result) {
   const LatencyHistogram& h = result.latency;
-  std::string out = absl::StrFormat("%s%s%s: %s\n", context.system,
-                                    context.variant.empty() ? "" : "/", context.variant,
-                                    context.description);
-  absl::StrAppendFormat(&out,
-                        "  callers %d  batch %d  duplicates %.0f%%  lease %dms%s  rate %s\n",
+  std::string out =
+      absl::StrFormat("%s%s%s: %s\n", context.system, context.variant.empty() ? "" : "/",
+                      context.variant, context.description);
+  absl::StrAppendFormat(&out, "  callers %d  batch %d  duplicates %.0f%%  lease %dms%s  rate %s\n",
                         workload.callers, workload.batch, workload.duplicate_ratio * 100,
                         workload.lease_ms, workload.complete ? "  +complete" : "",
                         workload.rate > 0 ? absl::StrFormat("%.0f/s", workload.rate) : "max");
   absl::StrAppendFormat(&out, "  %-12s %-10s %-10s %-10s %-10s %-10s %-10s\n", "claims/s", "p50 us",
                         "p99 us", "p99.9 us", "max us", "srv cpu/M", "errors");
-  absl::StrAppendFormat(&out, "  %-12.0f %-10.0f %-10.0f %-10.0f %-10.0f %-10s %-10d\n",
-                        result.throughput(), Micros(h.Percentile(0.50)),
-                        Micros(h.Percentile(0.99)), Micros(h.Percentile(0.999)),
-                        Micros(h.max_nanos()),
-                        std::isfinite(CpuPerMillion(result))
-                            ? absl::StrFormat("%.1fs", CpuPerMillion(result))
-                            : "-",
-                        result.errors);
-  absl::StrAppendFormat(&out,
-                        "  %d claims in %.2fs: %d acquired, %d duplicate; client cpu %.2fs",
+  absl::StrAppendFormat(
+      &out, "  %-12.0f %-10.0f %-10.0f %-10.0f %-10.0f %-10s %-10d\n", result.throughput(),
+      Micros(h.Percentile(0.50)), Micros(h.Percentile(0.99)), Micros(h.Percentile(0.999)),
+      Micros(h.max_nanos()),
+      std::isfinite(CpuPerMillion(result)) ? absl::StrFormat("%.1fs", CpuPerMillion(result)) : "-",
+      result.errors);
+  absl::StrAppendFormat(&out, "  %d claims in %.2fs: %d acquired, %d duplicate; client cpu %.2fs",
                         result.claims, result.elapsed_seconds, result.acquired, result.duplicates,
                         result.client_cpu_seconds);
   if (result.other_cpu_seconds >= 0) {

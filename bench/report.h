@@ -24,12 +24,10 @@ struct RunContext {
 };
 
 // One JSON object on one line (the schema is in bench/README.md).
-std::string ToJson(const RunContext& context, const Workload& workload,
-                   const RunResult& result);
+std::string ToJson(const RunContext& context, const Workload& workload, const RunResult& result);
 
 // A few aligned lines for a human.
-std::string ToTable(const RunContext& context, const Workload& workload,
-                    const RunResult& result);
+std::string ToTable(const RunContext& context, const Workload& workload, const RunResult& result);
 
 }  // namespace dedup::bench
 

@@ -12,13 +12,12 @@
 
 namespace dedup::server {
 
-absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(
-    const ServerSettings& settings, const storage::Clock* clock) {
+absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSettings& settings,
+                                                                const storage::Clock* clock) {
   std::unique_ptr<DedupServer> server(new DedupServer());
   storage::StoreOptions store_options = settings.store;
   if (clock != nullptr) store_options.clock = clock;
-  absl::StatusOr<std::unique_ptr<storage::Store>> store =
-      storage::Store::Open(store_options);
+  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::Store::Open(store_options);
   if (!store.ok()) return store.status();
   server->store_ = std::move(*store);
   std::vector<std::string> declared;
@@ -35,19 +34,18 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(settings.listen, grpc::InsecureServerCredentials(),
-                           &server->port_);
+  builder.AddListeningPort(settings.listen, grpc::InsecureServerCredentials(), &server->port_);
   builder.RegisterService(server->service_.get());
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
     server->grpc_server_.reset();
     server->pool_->Shutdown();
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", settings.listen,
-        " (address in use, or not an address this machine has)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", settings.listen,
+                     " (address in use, or not an address this machine has)"));
   }
-  server->grpc_server_->GetHealthCheckService()->SetServingStatus(
-      v1::Dedup::service_full_name(), true);
+  server->grpc_server_->GetHealthCheckService()->SetServingStatus(v1::Dedup::service_full_name(),
+                                                                  true);
   DedupServer* raw = server.get();
   server->monitor_ = std::make_unique<StorageMonitor>(
       server->store_.get(), server->metrics_.get(), absl::Milliseconds(settings.stats_interval_ms),
@@ -60,9 +58,9 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(
         settings.metrics_listen,
         {{"/metrics",
           [raw] {
-            return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
-                                prometheus::TextSerializer().Serialize(
-                                    raw->metrics_->registry()->Collect())};
+            return HttpResponse{
+                200, "text/plain; version=0.0.4; charset=utf-8",
+                prometheus::TextSerializer().Serialize(raw->metrics_->registry()->Collect())};
           }},
          {"/healthz", [raw] { return raw->Probe(false); }},
          {"/readyz", [raw] { return raw->Probe(true); }}});

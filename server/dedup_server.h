@@ -34,8 +34,8 @@ class DedupServer {
   // outlive the server; null means the system clock. Errors:
   // FAILED_PRECONDITION (data directory in use or created with other
   // shards), UNAVAILABLE (cannot listen or cannot open storage).
-  static absl::StatusOr<std::unique_ptr<DedupServer>> Start(
-      const ServerSettings& settings, const storage::Clock* clock = nullptr);
+  static absl::StatusOr<std::unique_ptr<DedupServer>> Start(const ServerSettings& settings,
+                                                            const storage::Clock* clock = nullptr);
 
   // Shuts down if still running.
   ~DedupServer();

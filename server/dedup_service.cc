@@ -27,9 +27,8 @@ std::string LogKey(const std::string& key) {
 
 absl::Status CheckBatchSize(const v1::BatchRequest& request) {
   if (request.operations_size() > kMaxBatchOperations) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("operations: at most ", kMaxBatchOperations, " per batch, got ",
-                     request.operations_size()));
+    return absl::InvalidArgumentError(absl::StrCat("operations: at most ", kMaxBatchOperations,
+                                                   " per batch, got ", request.operations_size()));
   }
   return absl::OkStatus();
 }
@@ -55,11 +54,23 @@ grpc::ServerUnaryReactor* DedupService::Topology(grpc::CallbackServerContext* co
 }
 
 void DedupService::RecordRequest(Method method, absl::Time start, const grpc::Status& status) {
-  static constexpr const char* kCodeNames[] = {
-      "OK",      "CANCELLED",         "UNKNOWN",         "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-      "NOT_FOUND", "ALREADY_EXISTS",  "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-      "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
-      "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  static constexpr const char* kCodeNames[] = {"OK",
+                                               "CANCELLED",
+                                               "UNKNOWN",
+                                               "INVALID_ARGUMENT",
+                                               "DEADLINE_EXCEEDED",
+                                               "NOT_FOUND",
+                                               "ALREADY_EXISTS",
+                                               "PERMISSION_DENIED",
+                                               "RESOURCE_EXHAUSTED",
+                                               "FAILED_PRECONDITION",
+                                               "ABORTED",
+                                               "OUT_OF_RANGE",
+                                               "UNIMPLEMENTED",
+                                               "INTERNAL",
+                                               "UNAVAILABLE",
+                                               "DATA_LOSS",
+                                               "UNAUTHENTICATED"};
   const int code = static_cast<int>(status.error_code());
   metrics_->RecordRequest(method, absl::Now() - start, code,
                           code >= 0 && code <= 16 ? kCodeNames[code] : "UNKNOWN");
@@ -80,9 +91,10 @@ void DedupService::NoteResult(const storage::Operation& op, const storage::OpRes
 }
 
 template <typename Request, typename Response>
-grpc::ServerUnaryReactor* DedupService::Unary(
-    grpc::CallbackServerContext* context, const Request* request, Response* response,
-    Method method, void (*fill)(const storage::OpResult&, Response*)) {
+grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* context,
+                                              const Request* request, Response* response,
+                                              Method method,
+                                              void (*fill)(const storage::OpResult&, Response*)) {
   const absl::Time start = absl::Now();
   metrics_->RequestStarted();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -160,12 +172,10 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
   return reactor;
 }
 
-void DedupService::ExecuteBatch(const v1::BatchRequest& request,
-                                v1::BatchResponse* response) {
+void DedupService::ExecuteBatch(const v1::BatchRequest& request, v1::BatchResponse* response) {
   const int n = request.operations_size();
   response->set_batch_id(request.batch_id());
-  std::vector<absl::StatusOr<storage::OpResult>> results(
-      n, absl::InternalError("not executed"));
+  std::vector<absl::StatusOr<storage::OpResult>> results(n, absl::InternalError("not executed"));
   std::vector<storage::Operation> valid;
   std::vector<int> positions;
   valid.reserve(n);
@@ -196,8 +206,8 @@ grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse>* DedupService::Stre
   return new StreamReactor(this);
 }
 
-grpc::ServerWriteReactor<v1::Record>* DedupService::Scan(
-    grpc::CallbackServerContext* /*context*/, const v1::ScanRequest* request) {
+grpc::ServerWriteReactor<v1::Record>* DedupService::Scan(grpc::CallbackServerContext* /*context*/,
+                                                         const v1::ScanRequest* request) {
   return new ScanReactor(this, *request);
 }
 

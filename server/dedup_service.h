@@ -68,9 +68,8 @@ class DedupService final : public v1::Dedup::CallbackService {
 
  private:
   template <typename Request, typename Response>
-  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
-                                  const Request* request, Response* response,
-                                  Method method,
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const Request* request,
+                                  Response* response, Method method,
                                   void (*fill)(const storage::OpResult&, Response*));
   // Metrics and notable-event logs of one storage answer.
   void NoteResult(const storage::Operation& op, const storage::OpResult& result);

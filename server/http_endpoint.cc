@@ -26,17 +26,17 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   static const unsigned initialized = mg_init_library(0);
   (void)initialized;
   std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint(std::move(routes)));
-  const char* options[] = {"listening_ports", listen.c_str(), "num_threads", "4",
-                           "request_timeout_ms", "10000", nullptr};
+  const char* options[] = {"listening_ports",    listen.c_str(), "num_threads", "4",
+                           "request_timeout_ms", "10000",        nullptr};
   mg_callbacks callbacks;
   std::memset(&callbacks, 0, sizeof(callbacks));
   // civetweb logs to stderr by default; a failed start is reported below.
   callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
   endpoint->context_ = mg_start(&callbacks, nullptr, options);
   if (endpoint->context_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot serve HTTP (metrics and probes) on ", listen,
-        " (address in use, or not an address this machine has)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve HTTP (metrics and probes) on ", listen,
+                     " (address in use, or not an address this machine has)"));
   }
   mg_set_request_handler(endpoint->context_, "/", &HttpEndpoint::Handle, endpoint.get());
   mg_server_port ports[1];

@@ -46,7 +46,8 @@ ABSL_FLAG(std::string, metrics_listen, "",
 ABSL_FLAG(std::vector<std::string>, cluster_nodes, {},
           "Addresses of every node of the cluster, comma-separated, in index order "
           "[config: cluster.nodes]. Unset: a single node.");
-ABSL_FLAG(int32_t, node_index, -1, "This node's index in --cluster_nodes [config: cluster.node_index].");
+ABSL_FLAG(int32_t, node_index, -1,
+          "This node's index in --cluster_nodes [config: cluster.node_index].");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, port_file, "",
           "After binding, write the gRPC port to this file (useful with port 0).");
@@ -171,7 +172,8 @@ absl::StatusOr<ServerConfig> LoadConfig() {
     for (const std::string& node : nodes) config.mutable_cluster()->add_nodes(node);
   }
   if (absl::GetFlag(FLAGS_node_index) >= 0) {
-    config.mutable_cluster()->set_node_index(static_cast<uint32_t>(absl::GetFlag(FLAGS_node_index)));
+    config.mutable_cluster()->set_node_index(
+        static_cast<uint32_t>(absl::GetFlag(FLAGS_node_index)));
   }
   if (absl::GetFlag(FLAGS_workers) != 0) config.set_workers(absl::GetFlag(FLAGS_workers));
   if (absl::GetFlag(FLAGS_max_key_bytes) != 0) {

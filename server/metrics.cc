@@ -14,8 +14,8 @@ constexpr char kOther[] = "other";
 
 // Latency buckets from 50 µs to 2.5 s: an fsync is ~0.1–10 ms.
 prometheus::Histogram::BucketBoundaries LatencyBuckets() {
-  return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-          0.01,    0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5};
+  return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+          0.025,   0.05,   0.1,     0.25,   0.5,   1,      2.5};
 }
 
 int ClaimIndex(Outcome outcome) {
@@ -35,8 +35,8 @@ int ClaimIndex(Outcome outcome) {
 
 constexpr std::array<const char*, 5> kClaimOutcomes = {"acquired", "in_progress", "completed",
                                                        "failed", "mismatch"};
-constexpr std::array<const char*, 4> kCompleteOutcomes = {"ok", "already_completed",
-                                                          "stale_token", "not_found"};
+constexpr std::array<const char*, 4> kCompleteOutcomes = {"ok", "already_completed", "stale_token",
+                                                          "not_found"};
 constexpr std::array<const char*, 4> kReleaseOutcomes = {"ok", "failed", "stale_token",
                                                          "not_found"};
 constexpr std::array<const char*, 3> kExtendOutcomes = {"ok", "stale_token", "not_found"};
@@ -117,8 +117,8 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
                          "awaits compaction).")
                    .Register(*registry_)) {
   for (int m = 0; m < kMethodCount; ++m) {
-    latency_[m] = &latency_family_.Add({{"method", MethodName(static_cast<Method>(m))}},
-                                       LatencyBuckets());
+    latency_[m] =
+        &latency_family_.Add({{"method", MethodName(static_cast<Method>(m))}}, LatencyBuckets());
   }
   // Every method has its OK series from the start, so rate() sees the first
   // request and dashboards show 0 rather than no data.
@@ -135,8 +135,8 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
   storage_bytes_ = gauge("dedup_storage_bytes", "Bytes in SST files and memtables (estimate).");
   pending_compaction_bytes_ = gauge("dedup_storage_pending_compaction_bytes",
                                     "Bytes RocksDB estimates compaction must rewrite.");
-  write_stalled_ = gauge("dedup_storage_write_stalled",
-                         "1 while RocksDB delays or stops writes, else 0.");
+  write_stalled_ =
+      gauge("dedup_storage_write_stalled", "1 while RocksDB delays or stops writes, else 0.");
   background_errors_ = gauge("dedup_storage_background_error",
                              "1 once RocksDB reported a background error (writes fail), else 0.");
   BuildGauge()
@@ -146,7 +146,8 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
       .Add({{"version", version}})
       .Set(1);
   absl::MutexLock lock(&mu_);
-  for (const std::string& ns : declared) series_[ns] = std::unique_ptr<NamespaceSeries>(CreateSeries(ns));
+  for (const std::string& ns : declared)
+    series_[ns] = std::unique_ptr<NamespaceSeries>(CreateSeries(ns));
   series_[kOther] = std::unique_ptr<NamespaceSeries>(CreateSeries(kOther));
 }
 

@@ -60,7 +60,7 @@ class Metrics {
  private:
   // Every series of one namespace label, created once.
   struct NamespaceSeries {
-    std::array<prometheus::Counter*, 5> claims;     // By Claim outcome.
+    std::array<prometheus::Counter*, 5> claims;  // By Claim outcome.
     prometheus::Counter* duplicates_completed;
     prometheus::Counter* duplicates_in_progress;
     prometheus::Counter* takeovers;

@@ -14,8 +14,8 @@ bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '
 
 absl::Status ValidateNamespaceName(absl::string_view name, absl::string_view field) {
   if (name.empty() || name.size() > kMaxNamespaceBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " must be 1..", kMaxNamespaceBytes, " characters, got ", name.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " must be 1..", kMaxNamespaceBytes, " characters, got ", name.size()));
   }
   if (!IsLowerAlnum(name[0])) {
     return absl::InvalidArgumentError(
@@ -23,22 +23,22 @@ absl::Status ValidateNamespaceName(absl::string_view name, absl::string_view fie
   }
   for (char c : name) {
     if (!IsLowerAlnum(c) && c != '.' && c != '_' && c != '-') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, " may contain only [a-z0-9._-], got '", absl::CHexEscape(name), "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " may contain only [a-z0-9._-], got '", absl::CHexEscape(name), "'"));
     }
   }
   return absl::OkStatus();
 }
 
-PolicyTable::PolicyTable(Policy default_policy,
-                         absl::flat_hash_map<std::string, Policy> declared, bool strict)
+PolicyTable::PolicyTable(Policy default_policy, absl::flat_hash_map<std::string, Policy> declared,
+                         bool strict)
     : default_(default_policy), declared_(std::move(declared)), strict_(strict) {}
 
 absl::StatusOr<const Policy*> PolicyTable::Find(absl::string_view ns) const {
   if (auto it = declared_.find(ns); it != declared_.end()) return &it->second;
   if (strict_) {
-    return absl::NotFoundError(absl::StrCat(
-        "namespace '", ns, "' is not declared and this server runs strict"));
+    return absl::NotFoundError(
+        absl::StrCat("namespace '", ns, "' is not declared and this server runs strict"));
   }
   return &default_;
 }

@@ -9,8 +9,7 @@ namespace {
 
 absl::Status CheckToken(uint64_t token) {
   if (token == 0) {
-    return absl::InvalidArgumentError(
-        "token: must be non-zero (the token of an ACQUIRED claim)");
+    return absl::InvalidArgumentError("token: must be non-zero (the token of an ACQUIRED claim)");
   }
   return absl::OkStatus();
 }
@@ -20,9 +19,9 @@ absl::StatusOr<int64_t> LeaseMs(bool has, uint64_t lease_ms, const Policy& polic
                                 const std::string& ns) {
   if (!has) return policy.lease_default_ms;
   if (lease_ms == 0 || lease_ms > static_cast<uint64_t>(policy.lease_max_ms)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "lease_ms: must be 1..", policy.lease_max_ms, " (lease_max of namespace '", ns,
-        "'), got ", lease_ms));
+    return absl::InvalidArgumentError(absl::StrCat("lease_ms: must be 1..", policy.lease_max_ms,
+                                                   " (lease_max of namespace '", ns, "'), got ",
+                                                   lease_ms));
   }
   return static_cast<int64_t>(lease_ms);
 }
@@ -30,8 +29,7 @@ absl::StatusOr<int64_t> LeaseMs(bool has, uint64_t lease_ms, const Policy& polic
 }  // namespace
 
 RequestTranslator::RequestTranslator(std::shared_ptr<const PolicyTable> policies,
-                                     uint32_t max_key_bytes,
-                                     std::shared_ptr<const ShardMap> shards)
+                                     uint32_t max_key_bytes, std::shared_ptr<const ShardMap> shards)
     : policies_(std::move(policies)), max_key_bytes_(max_key_bytes), shards_(std::move(shards)) {}
 
 absl::StatusOr<const Policy*> RequestTranslator::Resolve(const std::string& ns) const {
@@ -55,18 +53,17 @@ absl::StatusOr<const Policy*> RequestTranslator::ResolveKey(const std::string& n
   return policy;
 }
 
-absl::StatusOr<storage::Operation> RequestTranslator::Translate(
-    const v1::ClaimRequest& r) const {
+absl::StatusOr<storage::Operation> RequestTranslator::Translate(const v1::ClaimRequest& r) const {
   absl::StatusOr<const Policy*> policy = ResolveKey(r.namespace_(), r.key());
   if (!policy.ok()) return policy.status();
   if (r.owner().empty() || r.owner().size() > kMaxOwnerBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "owner: must be 1..", kMaxOwnerBytes, " bytes, got ", r.owner().size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("owner: must be 1..", kMaxOwnerBytes, " bytes, got ", r.owner().size()));
   }
   if (r.fingerprint().size() > kMaxFingerprintBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fingerprint: must be at most ", kMaxFingerprintBytes, " bytes, got ",
-        r.fingerprint().size()));
+    return absl::InvalidArgumentError(absl::StrCat("fingerprint: must be at most ",
+                                                   kMaxFingerprintBytes, " bytes, got ",
+                                                   r.fingerprint().size()));
   }
   absl::StatusOr<int64_t> lease = LeaseMs(r.has_lease_ms(), r.lease_ms(), **policy, r.namespace_());
   if (!lease.ok()) return lease.status();
@@ -90,16 +87,15 @@ absl::StatusOr<storage::Operation> RequestTranslator::Translate(
   if (r.result().size() > (*policy)->max_result_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "result: must be at most ", (*policy)->max_result_bytes,
-        " bytes (max_result_bytes of namespace '", r.namespace_(), "'), got ",
-        r.result().size()));
+        " bytes (max_result_bytes of namespace '", r.namespace_(), "'), got ", r.result().size()));
   }
   int64_t retention_ms = (*policy)->retention_default_ms;
   if (r.has_retention_ms()) {
     if (r.retention_ms() < static_cast<uint64_t>((*policy)->retention_floor_ms) ||
         r.retention_ms() == 0 || r.retention_ms() > kMaxRetentionMs) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "retention_ms: must be ", std::max<int64_t>((*policy)->retention_floor_ms, 1),
-          "..", kMaxRetentionMs, " (retention_floor of namespace '", r.namespace_(),
+          "retention_ms: must be ", std::max<int64_t>((*policy)->retention_floor_ms, 1), "..",
+          kMaxRetentionMs, " (retention_floor of namespace '", r.namespace_(),
           "' and the ten-year maximum), got ", r.retention_ms()));
     }
     retention_ms = static_cast<int64_t>(r.retention_ms());
@@ -113,8 +109,7 @@ absl::StatusOr<storage::Operation> RequestTranslator::Translate(
   return op;
 }
 
-absl::StatusOr<storage::Operation> RequestTranslator::Translate(
-    const v1::ReleaseRequest& r) const {
+absl::StatusOr<storage::Operation> RequestTranslator::Translate(const v1::ReleaseRequest& r) const {
   absl::StatusOr<const Policy*> policy = ResolveKey(r.namespace_(), r.key());
   if (!policy.ok()) return policy.status();
   absl::Status status = CheckToken(r.token());
@@ -128,8 +123,7 @@ absl::StatusOr<storage::Operation> RequestTranslator::Translate(
   return op;
 }
 
-absl::StatusOr<storage::Operation> RequestTranslator::Translate(
-    const v1::ExtendRequest& r) const {
+absl::StatusOr<storage::Operation> RequestTranslator::Translate(const v1::ExtendRequest& r) const {
   absl::StatusOr<const Policy*> policy = ResolveKey(r.namespace_(), r.key());
   if (!policy.ok()) return policy.status();
   absl::Status status = CheckToken(r.token());
@@ -144,8 +138,7 @@ absl::StatusOr<storage::Operation> RequestTranslator::Translate(
   return op;
 }
 
-absl::StatusOr<storage::Operation> RequestTranslator::Translate(
-    const v1::QueryRequest& r) const {
+absl::StatusOr<storage::Operation> RequestTranslator::Translate(const v1::QueryRequest& r) const {
   absl::StatusOr<const Policy*> policy = ResolveKey(r.namespace_(), r.key());
   if (!policy.ok()) return policy.status();
   return storage::QueryOp{r.namespace_(), r.key()};
@@ -167,8 +160,7 @@ absl::StatusOr<storage::Operation> RequestTranslator::Translate(
     case v1::Operation::OP_NOT_SET:
       break;
   }
-  return absl::InvalidArgumentError(
-      "op: must be one of claim, complete, release, extend, query");
+  return absl::InvalidArgumentError("op: must be one of claim, complete, release, extend, query");
 }
 
 }  // namespace dedup::server

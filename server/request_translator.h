@@ -41,8 +41,7 @@ class RequestTranslator {
   absl::StatusOr<const Policy*> Resolve(const std::string& ns) const;
 
  private:
-  absl::StatusOr<const Policy*> ResolveKey(const std::string& ns,
-                                           const std::string& key) const;
+  absl::StatusOr<const Policy*> ResolveKey(const std::string& ns, const std::string& key) const;
 
   const std::shared_ptr<const PolicyTable> policies_;
   const uint32_t max_key_bytes_;

@@ -18,8 +18,7 @@ void FillQuery(const storage::OpResult& result, v1::QueryResponse* out);
 
 // One Batch item: the response of the operation's kind, or its error.
 void FillOperationResult(const v1::Operation& operation,
-                         const absl::StatusOr<storage::OpResult>& result,
-                         v1::OperationResult* out);
+                         const absl::StatusOr<storage::OpResult>& result, v1::OperationResult* out);
 
 }  // namespace dedup::server
 

@@ -21,10 +21,10 @@ absl::StatusOr<storage::State> StateFilter(v1::RecordState state) {
     case v1::STATE_FAILED:
       return storage::State::kFailed;
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "state: must be a stored state (IN_PROGRESS, COMPLETED, RELEASED, FAILED) "
-          "or unset, got ",
-          v1::RecordState_Name(state)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("state: must be a stored state (IN_PROGRESS, COMPLETED, RELEASED, FAILED) "
+                       "or unset, got ",
+                       v1::RecordState_Name(state)));
   }
 }
 
@@ -42,15 +42,14 @@ ScanReactor::ScanReactor(DedupService* service, const v1::ScanRequest& request)
   }
   query_.ns = request.namespace_();
   query_.state = *state;
-  query_.min_age_ms = static_cast<int64_t>(
-      std::min<uint64_t>(request.min_age_ms(), kMaxRetentionMs));
+  query_.min_age_ms =
+      static_cast<int64_t>(std::min<uint64_t>(request.min_age_ms(), kMaxRetentionMs));
   FetchPage();
 }
 
 void ScanReactor::FetchPage() {
   const bool queued = service_->pool()->Submit([this] {
-    absl::StatusOr<storage::ScanPage> page =
-        service_->store()->Scan(query_, cursor_, kPageSize);
+    absl::StatusOr<storage::ScanPage> page = service_->store()->Scan(query_, cursor_, kPageSize);
     if (!page.ok()) {
       Done(ToGrpcStatus(page.status()));
       return;

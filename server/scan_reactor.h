@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/time/time.h"
-
 #include "dedup/v1/dedup.grpc.pb.h"
 #include "storage/store.h"
 

@@ -33,9 +33,8 @@ class CollectErrors final : public google::protobuf::io::ErrorCollector {
 
 // Parses `text` as a duration of at least `min_ms` into `out_ms`, keeping
 // `fallback_ms` when the field is unset.
-absl::Status ParseDurationField(const std::string& text, int64_t fallback_ms,
-                                int64_t min_ms, const std::string& field,
-                                int64_t* out_ms) {
+absl::Status ParseDurationField(const std::string& text, int64_t fallback_ms, int64_t min_ms,
+                                const std::string& field, int64_t* out_ms) {
   if (text.empty()) {
     *out_ms = fallback_ms;
     return absl::OkStatus();
@@ -59,8 +58,8 @@ absl::Status ResolvePolicy(const v1::NamespacePolicy& in, const Policy& base,
   absl::Status s;
   s.Update(ParseDurationField(in.lease_default(), base.lease_default_ms, 1,
                               field + ".lease_default", &out->lease_default_ms));
-  s.Update(ParseDurationField(in.lease_max(), base.lease_max_ms, 1,
-                              field + ".lease_max", &out->lease_max_ms));
+  s.Update(ParseDurationField(in.lease_max(), base.lease_max_ms, 1, field + ".lease_max",
+                              &out->lease_max_ms));
   s.Update(ParseDurationField(in.retention_default(), base.retention_default_ms, 1,
                               field + ".retention_default", &out->retention_default_ms));
   s.Update(ParseDurationField(in.retention_floor(), base.retention_floor_ms, 0,
@@ -70,19 +69,19 @@ absl::Status ResolvePolicy(const v1::NamespacePolicy& in, const Policy& base,
       in.max_result_bytes() != 0 ? in.max_result_bytes() : base.max_result_bytes;
   out->max_attempts = in.max_attempts() != 0 ? in.max_attempts() : base.max_attempts;
   if (out->lease_default_ms > out->lease_max_ms) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".lease_default: ", out->lease_default_ms,
-        "ms is above lease_max ", out->lease_max_ms, "ms"));
+    return absl::InvalidArgumentError(absl::StrCat(field, ".lease_default: ", out->lease_default_ms,
+                                                   "ms is above lease_max ", out->lease_max_ms,
+                                                   "ms"));
   }
   if (out->retention_default_ms < out->retention_floor_ms) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".retention_default: ", out->retention_default_ms,
-        "ms is below retention_floor ", out->retention_floor_ms, "ms"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".retention_default: ", out->retention_default_ms,
+                     "ms is below retention_floor ", out->retention_floor_ms, "ms"));
   }
   if (out->max_result_bytes > kMaxResultBytesLimit) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".max_result_bytes: must be at most ", kMaxResultBytesLimit, ", got ",
-        out->max_result_bytes));
+    return absl::InvalidArgumentError(absl::StrCat(field, ".max_result_bytes: must be at most ",
+                                                   kMaxResultBytesLimit, ", got ",
+                                                   out->max_result_bytes));
   }
   return absl::OkStatus();
 }
@@ -90,8 +89,8 @@ absl::Status ResolvePolicy(const v1::NamespacePolicy& in, const Policy& base,
 absl::Status ResolveStorage(const v1::ServerConfig& config, storage::StoreOptions* out) {
   out->path = config.data_dir().empty() ? kDefaultDataDir : config.data_dir();
   if (config.shards() > storage::kMaxShards) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shards: must be 1..", storage::kMaxShards, ", got ", config.shards()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shards: must be 1..", storage::kMaxShards, ", got ", config.shards()));
   }
   out->shards = config.shards();
   if (config.durability().empty() || config.durability() == "fsync") {
@@ -104,8 +103,8 @@ absl::Status ResolveStorage(const v1::ServerConfig& config, storage::StoreOption
   }
   int64_t periodic_ms = 0;
   absl::Status s;
-  s.Update(ParseDurationField(config.buffered_sync_interval(), 100, 1,
-                              "buffered_sync_interval", &out->buffered_sync_interval_ms));
+  s.Update(ParseDurationField(config.buffered_sync_interval(), 100, 1, "buffered_sync_interval",
+                              &out->buffered_sync_interval_ms));
   s.Update(ParseDurationField(config.abandoned_grace(), 3600'000, 0, "abandoned_grace",
                               &out->abandoned_grace_ms));
   s.Update(ParseDurationField(config.periodic_compaction(), 24 * 3600'000LL, 0,
@@ -130,9 +129,9 @@ absl::Status ResolveCluster(const v1::ClusterConfig& cluster, ServerSettings* se
     return absl::OkStatus();
   }
   if (settings->node_index >= settings->cluster_nodes.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cluster.node_index: must be 0..", settings->cluster_nodes.size() - 1,
-        " (one per cluster.nodes entry), got ", settings->node_index));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster.node_index: must be 0..", settings->cluster_nodes.size() - 1,
+                     " (one per cluster.nodes entry), got ", settings->node_index));
   }
   settings->store.identity =
       settings->cluster_nodes.size() == 1
@@ -175,20 +174,19 @@ absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config) {
   settings.max_key_bytes = config.max_key_bytes() != 0 ? config.max_key_bytes() : 512;
   if (settings.max_key_bytes > kMaxKeyBytesLimit) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "max_key_bytes: must be at most ", kMaxKeyBytesLimit, ", got ",
-        settings.max_key_bytes));
+        "max_key_bytes: must be at most ", kMaxKeyBytesLimit, ", got ", settings.max_key_bytes));
   }
   settings.workers = config.workers() != 0 ? config.workers() : 32;
   if (settings.workers > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("workers: must be 1..1024, got ", settings.workers));
   }
-  absl::Status s = ParseDurationField(config.shutdown_grace(), 10'000, 0,
-                                      "shutdown_grace", &settings.shutdown_grace_ms);
+  absl::Status s = ParseDurationField(config.shutdown_grace(), 10'000, 0, "shutdown_grace",
+                                      &settings.shutdown_grace_ms);
   s.Update(ParseDurationField(config.stats_interval(), 10'000, 100, "stats_interval",
                               &settings.stats_interval_ms));
   if (!s.ok()) return s;
-  settings.metrics_listen = config.metrics_listen().empty() ? kDefaultMetricsListen
+  settings.metrics_listen = config.metrics_listen().empty()    ? kDefaultMetricsListen
                             : config.metrics_listen() == "off" ? ""
                                                                : config.metrics_listen();
   settings.max_namespace_labels =
@@ -224,12 +222,10 @@ std::string DescribeSettings(const ServerSettings& s) {
   return absl::StrCat(
       "listen=", s.listen,
       " metrics_listen=", s.metrics_listen.empty() ? std::string("off") : s.metrics_listen,
-      " data_dir=", s.store.path,
-      " shards=", s.store.shards == 0 ? std::string("existing-or-16") : absl::StrCat(s.store.shards),
-      " durability=",
-      s.store.durability == storage::Durability::kFsync ? "fsync" : "buffered",
-      " strict=", s.policies->strict() ? "true" : "false",
-      " cluster=", s.store.identity,
+      " data_dir=", s.store.path, " shards=",
+      s.store.shards == 0 ? std::string("existing-or-16") : absl::StrCat(s.store.shards),
+      " durability=", s.store.durability == storage::Durability::kFsync ? "fsync" : "buffered",
+      " strict=", s.policies->strict() ? "true" : "false", " cluster=", s.store.identity,
       " namespaces=", s.policies->declared().size(), " workers=", s.workers,
       " max_key_bytes=", s.max_key_bytes);
 }

@@ -31,9 +31,9 @@ absl::Status ShardMap::CheckOwned(absl::string_view ns, absl::string_view key) c
   const uint32_t shard = storage::ShardOf(ns, key, shard_count_);
   const uint32_t owner = OwnerOfShard(shard);
   if (owner == self_) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "key belongs to shard ", shard, ", owned by node ", owner, " at ", nodes_[owner],
-      "; this is node ", self_, " (fetch the Topology and send it there)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("key belongs to shard ", shard, ", owned by node ", owner, " at ", nodes_[owner],
+                   "; this is node ", self_, " (fetch the Topology and send it there)"));
 }
 
 std::string ShardMap::Identity() const {

@@ -7,9 +7,7 @@
 
 namespace dedup::server {
 
-StreamReactor::StreamReactor(DedupService* service) : service_(service) {
-  StartRead(&request_);
-}
+StreamReactor::StreamReactor(DedupService* service) : service_(service) { StartRead(&request_); }
 
 void StreamReactor::OnReadDone(bool ok) {
   if (!ok) {

@@ -17,8 +17,7 @@ class DedupService;
 // pauses while kMaxInFlight batches are running: a fast client cannot queue
 // unbounded work. Deletes itself in OnDone, which gRPC calls only after
 // Finish, and Finish comes only once no batch is running.
-class StreamReactor final
-    : public grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse> {
+class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse> {
  public:
   static constexpr int kMaxInFlight = 16;
 

@@ -16,8 +16,7 @@ std::string NamespacePrefix(absl::string_view ns) {
   return out;
 }
 
-bool DecodeStorageKey(absl::string_view storage_key, std::string* ns,
-                      std::string* key) {
+bool DecodeStorageKey(absl::string_view storage_key, std::string* ns, std::string* key) {
   const size_t sep = storage_key.find('\0');
   if (sep == absl::string_view::npos) return false;
   *ns = std::string(storage_key.substr(0, sep));
@@ -41,13 +40,10 @@ uint64_t KeyHash(absl::string_view ns, absl::string_view key) {
   return h;
 }
 
-uint32_t ShardOf(absl::string_view ns, absl::string_view key,
-                 uint32_t shard_count) {
+uint32_t ShardOf(absl::string_view ns, absl::string_view key, uint32_t shard_count) {
   return static_cast<uint32_t>(KeyHash(ns, key) % shard_count);
 }
 
-std::string ShardName(uint32_t index) {
-  return absl::StrFormat("shard-%04d", index);
-}
+std::string ShardName(uint32_t index) { return absl::StrFormat("shard-%04d", index); }
 
 }  // namespace dedup::storage

@@ -17,16 +17,14 @@ std::string EncodeStorageKey(absl::string_view ns, absl::string_view key);
 std::string NamespacePrefix(absl::string_view ns);
 
 // Splits a storage key; false if it has no separator.
-bool DecodeStorageKey(absl::string_view storage_key, std::string* ns,
-                      std::string* key);
+bool DecodeStorageKey(absl::string_view storage_key, std::string* ns, std::string* key);
 
 // FNV-1a 64 over namespace, one 0x00 byte, key. Stable across versions,
 // platforms and languages: clients compute it to route keys to shards.
 uint64_t KeyHash(absl::string_view ns, absl::string_view key);
 
 // The shard owning (ns, key) among `shard_count` shards.
-uint32_t ShardOf(absl::string_view ns, absl::string_view key,
-                 uint32_t shard_count);
+uint32_t ShardOf(absl::string_view ns, absl::string_view key, uint32_t shard_count);
 
 // Column family name of shard `index`: "shard-0007".
 std::string ShardName(uint32_t index);

@@ -45,13 +45,11 @@ Record Poisoned(Record record, int64_t now_ms, int64_t retention_ms) {
   return record;
 }
 
-absl::StatusOr<Transition> DecideClaim(const ClaimOp& op,
-                                       const std::optional<Record>& current,
+absl::StatusOr<Transition> DecideClaim(const ClaimOp& op, const std::optional<Record>& current,
                                        int64_t now_ms, TokenSource next_token) {
   const State state = current ? EffectiveState(*current, now_ms) : State::kAbsent;
   // A lapsed retention forgets the key entirely; a lapsed lease does not.
-  const bool history = current && (state != State::kAbsent ||
-                                   current->state == State::kInProgress);
+  const bool history = current && (state != State::kAbsent || current->state == State::kInProgress);
   if (history && FingerprintsDiffer(current->fingerprint, op.fingerprint)) {
     return Answer(Outcome::kMismatch, Visible(*current, now_ms));
   }
@@ -108,8 +106,8 @@ bool HoldsClaim(const Record& record, uint64_t token) {
   return record.state == State::kInProgress && record.token == token;
 }
 
-Transition DecideComplete(const CompleteOp& op,
-                          const std::optional<Record>& current, int64_t now_ms) {
+Transition DecideComplete(const CompleteOp& op, const std::optional<Record>& current,
+                          int64_t now_ms) {
   const State state = current ? EffectiveState(*current, now_ms) : State::kAbsent;
   if (!current || (state == State::kAbsent && current->state != State::kInProgress)) {
     return Answer(Outcome::kNotFound, KeyOnly(op.ns, op.key));
@@ -130,8 +128,8 @@ Transition DecideComplete(const CompleteOp& op,
   return Store(Outcome::kOk, std::move(next));
 }
 
-Transition DecideRelease(const ReleaseOp& op,
-                         const std::optional<Record>& current, int64_t now_ms) {
+Transition DecideRelease(const ReleaseOp& op, const std::optional<Record>& current,
+                         int64_t now_ms) {
   const State state = current ? EffectiveState(*current, now_ms) : State::kAbsent;
   if (!current || (state == State::kAbsent && current->state != State::kInProgress)) {
     return Answer(Outcome::kNotFound, KeyOnly(op.ns, op.key));
@@ -158,8 +156,7 @@ Transition DecideRelease(const ReleaseOp& op,
   return Store(Outcome::kOk, std::move(next));
 }
 
-Transition DecideExtend(const ExtendOp& op, const std::optional<Record>& current,
-                        int64_t now_ms) {
+Transition DecideExtend(const ExtendOp& op, const std::optional<Record>& current, int64_t now_ms) {
   const State state = current ? EffectiveState(*current, now_ms) : State::kAbsent;
   if (!current || (state == State::kAbsent && current->state != State::kInProgress)) {
     return Answer(Outcome::kNotFound, KeyOnly(op.ns, op.key));
@@ -172,19 +169,16 @@ Transition DecideExtend(const ExtendOp& op, const std::optional<Record>& current
   return Store(Outcome::kOk, std::move(next));
 }
 
-Transition DecideQuery(const QueryOp& op, const std::optional<Record>& current,
-                       int64_t now_ms) {
+Transition DecideQuery(const QueryOp& op, const std::optional<Record>& current, int64_t now_ms) {
   if (!current) return Answer(Outcome::kAbsent, KeyOnly(op.ns, op.key));
   Record visible = Visible(*current, now_ms);
-  const Outcome outcome =
-      visible.state == State::kAbsent ? Outcome::kAbsent : Outcome::kFound;
+  const Outcome outcome = visible.state == State::kAbsent ? Outcome::kAbsent : Outcome::kFound;
   return Answer(outcome, std::move(visible));
 }
 
 }  // namespace
 
-absl::StatusOr<Transition> Decide(const Operation& op,
-                                  const std::optional<Record>& current,
+absl::StatusOr<Transition> Decide(const Operation& op, const std::optional<Record>& current,
                                   int64_t now_ms, TokenSource next_token) {
   if (const auto* claim = std::get_if<ClaimOp>(&op)) {
     return DecideClaim(*claim, current, now_ms, next_token);

@@ -41,8 +41,7 @@ using TokenSource = absl::FunctionRef<absl::StatusOr<uint64_t>()>;
 //  - a claim over an expired lease counts as a new attempt; when the key has
 //    already been acquired max_attempts times it is poisoned (FAILED)
 //    instead, like a release at the limit: workers keep dying on it.
-absl::StatusOr<Transition> Decide(const Operation& op,
-                                  const std::optional<Record>& current,
+absl::StatusOr<Transition> Decide(const Operation& op, const std::optional<Record>& current,
                                   int64_t now_ms, TokenSource next_token);
 
 }  // namespace dedup::storage

@@ -17,9 +17,9 @@ struct ClaimOp {
   std::string ns;
   std::string key;
   std::string owner;
-  std::string fingerprint;      // Empty: none given.
-  int64_t lease_ms = 0;         // > 0.
-  uint32_t max_attempts = 0;    // > 0; acquisitions before poisoning.
+  std::string fingerprint;          // Empty: none given.
+  int64_t lease_ms = 0;             // > 0.
+  uint32_t max_attempts = 0;        // > 0; acquisitions before poisoning.
   int64_t failed_retention_ms = 0;  // How long a poisoned key is kept.
 };
 

@@ -22,9 +22,9 @@ const char* StateName(State state) {
 
 bool Record::operator==(const Record& o) const {
   auto fields = [](const Record& r) {
-    return std::tie(r.ns, r.key, r.state, r.owner, r.token, r.fingerprint,
-                    r.lease_expires_ms, r.retention_expires_ms, r.attempts,
-                    r.created_ms, r.updated_ms, r.completed_ms, r.result);
+    return std::tie(r.ns, r.key, r.state, r.owner, r.token, r.fingerprint, r.lease_expires_ms,
+                    r.retention_expires_ms, r.attempts, r.created_ms, r.updated_ms, r.completed_ms,
+                    r.result);
   };
   return fields(*this) == fields(o);
 }
@@ -32,12 +32,10 @@ bool Record::operator==(const Record& o) const {
 State EffectiveState(const Record& record, int64_t now_ms) {
   switch (record.state) {
     case State::kInProgress:
-      return record.lease_expires_ms > now_ms ? State::kInProgress
-                                              : State::kAbsent;
+      return record.lease_expires_ms > now_ms ? State::kInProgress : State::kAbsent;
     case State::kCompleted:
     case State::kFailed:
-      return record.retention_expires_ms > now_ms ? record.state
-                                                  : State::kAbsent;
+      return record.retention_expires_ms > now_ms ? record.state : State::kAbsent;
     case State::kReleased:
     case State::kAbsent:
       return record.state;

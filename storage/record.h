@@ -24,9 +24,9 @@ struct Record {
   std::string ns;   // Namespace; not part of the encoded value.
   std::string key;  // Idempotency key; not part of the encoded value.
   State state = State::kAbsent;
-  std::string owner;        // Owner of the newest claim.
-  uint64_t token = 0;       // Newest fencing token handed out for the key.
-  std::string fingerprint;  // Payload digest given at claim time, if any.
+  std::string owner;                 // Owner of the newest claim.
+  uint64_t token = 0;                // Newest fencing token handed out for the key.
+  std::string fingerprint;           // Payload digest given at claim time, if any.
   int64_t lease_expires_ms = 0;      // IN_PROGRESS: end of the lease.
   int64_t retention_expires_ms = 0;  // COMPLETED/FAILED: end of retention.
   uint32_t attempts = 0;             // Acquisitions so far.

@@ -29,9 +29,7 @@ constexpr char kFormatKey[] = "meta:format";
 constexpr char kIdentityKey[] = "meta:identity";
 constexpr char kFormat[] = "1";
 
-std::string CeilingKey(uint32_t shard) {
-  return absl::StrCat("ceiling:", ShardName(shard));
-}
+std::string CeilingKey(uint32_t shard) { return absl::StrCat("ceiling:", ShardName(shard)); }
 
 // The storage layer's one translation of RocksDB status: faults of the
 // environment are UNAVAILABLE, so callers retry or fail closed.
@@ -70,9 +68,7 @@ class Store::ErrorListener final : public rocksdb::EventListener {
 };
 
 Store::Store(const StoreOptions& options, std::unique_ptr<CompactionDrops> drops)
-    : options_(options),
-      drops_(std::move(drops)),
-      listener_(std::make_shared<ErrorListener>()) {}
+    : options_(options), drops_(std::move(drops)), listener_(std::make_shared<ErrorListener>()) {}
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   if (options.path.empty()) {
@@ -85,8 +81,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   if (options.clock == nullptr) {
     return absl::InvalidArgumentError("clock is null");
   }
-  std::unique_ptr<Store> store(
-      new Store(options, std::make_unique<CompactionDrops>()));
+  std::unique_ptr<Store> store(new Store(options, std::make_unique<CompactionDrops>()));
   absl::Status status = store->OpenDb();
   if (!status.ok()) return status;
   if (options.durability == Durability::kBuffered) {
@@ -99,11 +94,10 @@ absl::Status Store::OpenDb() {
   std::error_code ec;
   std::filesystem::create_directories(options_.path, ec);
   if (ec) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot create data directory ", options_.path, ": ", ec.message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot create data directory ", options_.path, ": ", ec.message()));
   }
-  const bool exists = std::filesystem::exists(
-      std::filesystem::path(options_.path) / "CURRENT", ec);
+  const bool exists = std::filesystem::exists(std::filesystem::path(options_.path) / "CURRENT", ec);
 
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = !exists;
@@ -117,9 +111,8 @@ absl::Status Store::OpenDb() {
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   rocksdb::ColumnFamilyOptions shard_options;
   shard_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  shard_options.compaction_filter_factory =
-      std::make_shared<TtlCompactionFilterFactory>(
-          options_.clock, options_.abandoned_grace_ms, drops_.get());
+  shard_options.compaction_filter_factory = std::make_shared<TtlCompactionFilterFactory>(
+      options_.clock, options_.abandoned_grace_ms, drops_.get());
   shard_options.level_compaction_dynamic_level_bytes = true;
   // Most claims are of new keys: a memtable bloom filter answers "not
   // there" without walking the skip list (a profile showed the walk at a
@@ -134,30 +127,28 @@ absl::Status Store::OpenDb() {
   uint32_t shards = options_.shards == 0 ? kDefaultShards : options_.shards;
   if (exists) {
     std::vector<std::string> families;
-    absl::Status listed = FromRocks(
-        rocksdb::DB::ListColumnFamilies(db_options, options_.path, &families),
-        absl::StrCat("cannot read data directory ", options_.path));
+    absl::Status listed =
+        FromRocks(rocksdb::DB::ListColumnFamilies(db_options, options_.path, &families),
+                  absl::StrCat("cannot read data directory ", options_.path));
     if (!listed.ok()) return listed;
-    shards = static_cast<uint32_t>(std::count_if(
-        families.begin(), families.end(),
-        [](const std::string& f) { return absl::StartsWith(f, "shard-"); }));
+    shards = static_cast<uint32_t>(
+        std::count_if(families.begin(), families.end(),
+                      [](const std::string& f) { return absl::StartsWith(f, "shard-"); }));
   }
 
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName,
-                           rocksdb::ColumnFamilyOptions());
+  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
   for (uint32_t i = 0; i < shards; ++i) {
     descriptors.emplace_back(ShardName(i), shard_options);
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, descriptors,
-                                        &handles, &db_);
+  rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, descriptors, &handles, &db_);
   if (!s.ok()) {
     if (s.IsIOError() && absl::StrContains(absl::AsciiStrToLower(s.ToString()), "lock")) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "data directory ", options_.path,
-          " is in use by another dedupd process (its LOCK file is held); "
-          "stop that process or choose another --data_dir"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("data directory ", options_.path,
+                       " is in use by another dedupd process (its LOCK file is held); "
+                       "stop that process or choose another --data_dir"));
     }
     return FromRocks(s, absl::StrCat("cannot open data directory ", options_.path));
   }
@@ -182,16 +173,15 @@ absl::Status Store::InitMeta(bool created) {
     uint32_t stored_shards = 0;
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, kShardCountKey, &stored);
     if (!s.ok() || !absl::SimpleAtoi(stored, &stored_shards) || stored_shards != shards) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "data directory ", options_.path,
-          " is not a dedupd data directory or is damaged (shard count ",
-          s.ok() ? stored : s.ToString(), ", ", shards, " shard families)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("data directory ", options_.path,
+                       " is not a dedupd data directory or is damaged (shard count ",
+                       s.ok() ? stored : s.ToString(), ", ", shards, " shard families)"));
     }
     if (options_.shards != 0 && options_.shards != shards) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "data directory ", options_.path, " was created with ", shards,
-          " shards; ", options_.shards,
-          " were asked for. The shard count of a data directory cannot change"));
+          "data directory ", options_.path, " was created with ", shards, " shards; ",
+          options_.shards, " were asked for. The shard count of a data directory cannot change"));
     }
     std::string identity;
     s = db_->Get(rocksdb::ReadOptions(), meta_, kIdentityKey, &identity);
@@ -206,17 +196,16 @@ absl::Status Store::InitMeta(bool created) {
     uint64_t ceiling = 0;
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, CeilingKey(i), &stored);
     if (s.ok() && !absl::SimpleAtoi(stored, &ceiling)) {
-      return absl::DataLossError(absl::StrCat("token ceiling of ", ShardName(i),
-                                              " is damaged: '", stored, "'"));
+      return absl::DataLossError(
+          absl::StrCat("token ceiling of ", ShardName(i), " is damaged: '", stored, "'"));
     }
     if (!s.ok() && !s.IsNotFound()) {
       return FromRocks(s, absl::StrCat("cannot read token ceiling of ", ShardName(i)));
     }
     tokens_.push_back(std::make_unique<TokenAllocator>(
         ceiling, options_.token_block, [this, i, synced](uint64_t next) {
-          return FromRocks(
-              db_->Put(synced, meta_, CeilingKey(i), std::to_string(next)),
-              "cannot persist token ceiling");
+          return FromRocks(db_->Put(synced, meta_, CeilingKey(i), std::to_string(next)),
+                           "cannot persist token ceiling");
         }));
   }
   return absl::OkStatus();
@@ -256,18 +245,16 @@ void Store::SyncLoop() {
   }
 }
 
-absl::StatusOr<std::optional<Record>> Store::Read(uint32_t shard,
-                                                  const std::string& storage_key,
+absl::StatusOr<std::optional<Record>> Store::Read(uint32_t shard, const std::string& storage_key,
                                                   const Operation& op) const {
   rocksdb::PinnableSlice value;
-  rocksdb::Status s =
-      db_->Get(rocksdb::ReadOptions(), shards_[shard], storage_key, &value);
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), shards_[shard], storage_key, &value);
   if (s.IsNotFound()) return std::optional<Record>();
   if (!s.ok()) return FromRocks(s, "cannot read record");
   Record record;
   if (!DecodeRecord(absl::string_view(value.data(), value.size()), &record)) {
-    return absl::DataLossError(absl::StrCat("stored record of key in namespace ",
-                                            OpNamespace(op), " cannot be decoded"));
+    return absl::DataLossError(
+        absl::StrCat("stored record of key in namespace ", OpNamespace(op), " cannot be decoded"));
   }
   record.ns = OpNamespace(op);
   record.key = OpKey(op);
@@ -304,9 +291,8 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
       results.push_back(current.status());
       continue;
     }
-    absl::StatusOr<Transition> t = Decide(op, *current, now_ms, [&] {
-      return tokens_[shard]->Next();
-    });
+    absl::StatusOr<Transition> t =
+        Decide(op, *current, now_ms, [&] { return tokens_[shard]->Next(); });
     if (!t.ok()) {
       results.push_back(t.status());
       continue;
@@ -343,24 +329,21 @@ absl::StatusOr<ScanPage> Store::Scan(const ScanQuery& query, const ScanCursor& f
   const int64_t now_ms = options_.clock->NowMs();
   const std::string prefix = NamespacePrefix(query.ns);
   for (uint32_t shard = from.shard; shard < shard_count(); ++shard) {
-    std::unique_ptr<rocksdb::Iterator> it(
-        db_->NewIterator(rocksdb::ReadOptions(), shards_[shard]));
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), shards_[shard]));
     const bool resume = shard == from.shard && !from.after.empty();
     it->Seek(resume ? from.after : prefix);
     if (resume && it->Valid() && it->key() == from.after) it->Next();
     for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
       Record record;
-      if (!DecodeRecord(absl::string_view(it->value().data(), it->value().size()),
-                        &record)) {
+      if (!DecodeRecord(absl::string_view(it->value().data(), it->value().size()), &record)) {
         continue;  // Undecodable records are kept on disk and not reported.
       }
       record.state = EffectiveState(record, now_ms);
-      const bool state_matches = query.state == State::kAbsent
-                                     ? record.state != State::kAbsent
-                                     : record.state == query.state;
+      const bool state_matches = query.state == State::kAbsent ? record.state != State::kAbsent
+                                                               : record.state == query.state;
       if (!state_matches || now_ms - record.updated_ms < query.min_age_ms) continue;
-      DecodeStorageKey(absl::string_view(it->key().data(), it->key().size()),
-                       &record.ns, &record.key);
+      DecodeStorageKey(absl::string_view(it->key().data(), it->key().size()), &record.ns,
+                       &record.key);
       page.records.push_back(std::move(record));
       if (page.records.size() >= max_records) {
         page.next = ScanCursor{shard, it->key().ToString(), false};
@@ -412,8 +395,7 @@ StoreStats Store::Stats(size_t sample_per_shard) const {
   for (rocksdb::ColumnFamilyHandle* shard : shards_) {
     stats.storage_bytes += property(shard, "rocksdb.total-sst-files-size") +
                            property(shard, "rocksdb.cur-size-all-mem-tables");
-    stats.pending_compaction_bytes +=
-        property(shard, "rocksdb.estimate-pending-compaction-bytes");
+    stats.pending_compaction_bytes += property(shard, "rocksdb.estimate-pending-compaction-bytes");
     const uint64_t estimated = property(shard, "rocksdb.estimate-num-keys");
     std::array<uint64_t, 5> sampled = {0, 0, 0, 0, 0};
     uint64_t total = 0;

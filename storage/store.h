@@ -93,11 +93,11 @@ struct StoreStats {
   // Records by effective state, indexed as StatsStateName: in_progress,
   // completed, released, failed, expired (lapsed, awaiting compaction).
   std::array<uint64_t, 5> records_by_state = {0, 0, 0, 0, 0};
-  uint64_t storage_bytes = 0;             // SST files and memtables.
+  uint64_t storage_bytes = 0;  // SST files and memtables.
   uint64_t pending_compaction_bytes = 0;
-  bool write_stalled = false;             // RocksDB delays or stops writes.
+  bool write_stalled = false;  // RocksDB delays or stops writes.
   bool background_error = false;
-  uint64_t dropped_completed = 0;         // By the TTL filter since open.
+  uint64_t dropped_completed = 0;  // By the TTL filter since open.
   uint64_t dropped_failed = 0;
   uint64_t dropped_abandoned = 0;
 };
@@ -165,8 +165,7 @@ class Store {
   Store(const StoreOptions& options, std::unique_ptr<CompactionDrops> drops);
   absl::Status OpenDb();
   absl::Status InitMeta(bool created);
-  absl::StatusOr<std::optional<Record>> Read(uint32_t shard,
-                                             const std::string& storage_key,
+  absl::StatusOr<std::optional<Record>> Read(uint32_t shard, const std::string& storage_key,
                                              const Operation& op) const;
   void SyncLoop();
 

@@ -5,8 +5,7 @@
 
 namespace dedup::storage {
 
-TokenAllocator::TokenAllocator(uint64_t stored_ceiling, uint64_t block,
-                               PersistCeiling persist)
+TokenAllocator::TokenAllocator(uint64_t stored_ceiling, uint64_t block, PersistCeiling persist)
     : block_(std::max<uint64_t>(block, 1)),
       persist_(std::move(persist)),
       next_(std::max<uint64_t>(stored_ceiling, 1)),

@@ -12,9 +12,8 @@ class TtlCompactionFilter final : public rocksdb::CompactionFilter {
   TtlCompactionFilter(int64_t now_ms, int64_t grace_ms, CompactionDrops* drops)
       : now_ms_(now_ms), grace_ms_(grace_ms), drops_(drops) {}
 
-  bool Filter(int /*level*/, const rocksdb::Slice& /*key*/,
-              const rocksdb::Slice& value, std::string* /*new_value*/,
-              bool* /*value_changed*/) const override {
+  bool Filter(int /*level*/, const rocksdb::Slice& /*key*/, const rocksdb::Slice& value,
+              std::string* /*new_value*/, bool* /*value_changed*/) const override {
     Record record;
     if (!DecodeRecord(absl::string_view(value.data(), value.size()), &record)) {
       return false;
@@ -60,13 +59,11 @@ bool ExpiredForCompaction(const Record& record, int64_t now_ms, int64_t grace_ms
   return false;
 }
 
-TtlCompactionFilterFactory::TtlCompactionFilterFactory(const Clock* clock,
-                                                       int64_t grace_ms,
+TtlCompactionFilterFactory::TtlCompactionFilterFactory(const Clock* clock, int64_t grace_ms,
                                                        CompactionDrops* drops)
     : clock_(clock), grace_ms_(grace_ms), drops_(drops) {}
 
-std::unique_ptr<rocksdb::CompactionFilter>
-TtlCompactionFilterFactory::CreateCompactionFilter(
+std::unique_ptr<rocksdb::CompactionFilter> TtlCompactionFilterFactory::CreateCompactionFilter(
     const rocksdb::CompactionFilter::Context& /*context*/) {
   return std::make_unique<TtlCompactionFilter>(clock_->NowMs(), grace_ms_, drops_);
 }

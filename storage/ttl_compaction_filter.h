@@ -29,8 +29,7 @@ bool ExpiredForCompaction(const Record& record, int64_t now_ms, int64_t grace_ms
 class TtlCompactionFilterFactory final : public rocksdb::CompactionFilterFactory {
  public:
   // `clock` and `drops` must outlive the factory.
-  TtlCompactionFilterFactory(const Clock* clock, int64_t grace_ms,
-                             CompactionDrops* drops);
+  TtlCompactionFilterFactory(const Clock* clock, int64_t grace_ms, CompactionDrops* drops);
 
   std::unique_ptr<rocksdb::CompactionFilter> CreateCompactionFilter(
       const rocksdb::CompactionFilter::Context& context) override;

@@ -51,7 +51,7 @@ Examples:
 )";
 
 struct CommandSpec {
-  int positional;                // Required positional arguments.
+  int positional;                 // Required positional arguments.
   std::set<std::string> options;  // Allowed --options besides the global ones.
   std::set<std::string> required;
   const char* usage;
@@ -60,36 +60,50 @@ struct CommandSpec {
 const std::map<std::string, CommandSpec>& Commands() {
   static const auto* commands = new std::map<std::string, CommandSpec>{
       {"claim",
-       {2, {"owner", "lease", "fingerprint"}, {"owner"},
+       {2,
+        {"owner", "lease", "fingerprint"},
+        {"owner"},
         "dedupctl claim NAMESPACE KEY --owner=ID [--lease=30s] [--fingerprint=BYTES]\n"
         "  Claims KEY for OWNER. Prints the token on ACQUIRED (exit 0), the holder on\n"
         "  IN_PROGRESS (10), the stored result on COMPLETED (11); FAILED 12, MISMATCH 13."}},
       {"complete",
-       {2, {"token", "result", "result_file", "retention"}, {"token"},
+       {2,
+        {"token", "result", "result_file", "retention"},
+        {"token"},
         "dedupctl complete NAMESPACE KEY --token=N [--result=BYTES | --result_file=PATH]\n"
         "                  [--retention=24h]\n"
         "  Marks KEY done with the token of its claim and stores the result for\n"
         "  duplicates. OK or ALREADY_COMPLETED exit 0; STALE_TOKEN 14; NOT_FOUND 15."}},
       {"release",
-       {2, {"token"}, {"token"},
+       {2,
+        {"token"},
+        {"token"},
         "dedupctl release NAMESPACE KEY --token=N\n"
         "  Gives up a claim so a redelivery can run. OK exit 0; FAILED (this release\n"
         "  poisoned the key) 12; STALE_TOKEN 14; NOT_FOUND 15."}},
       {"extend",
-       {2, {"token", "lease"}, {"token"},
+       {2,
+        {"token", "lease"},
+        {"token"},
         "dedupctl extend NAMESPACE KEY --token=N [--lease=30s]\n"
         "  Renews the lease from now. OK exit 0; STALE_TOKEN 14; NOT_FOUND 15."}},
       {"query",
-       {2, {}, {},
+       {2,
+        {},
+        {},
         "dedupctl query NAMESPACE KEY\n"
         "  Prints the record. Exit 0 if one is live, 15 if ABSENT."}},
       {"scan",
-       {1, {"state", "older_than", "limit"}, {},
+       {1,
+        {"state", "older_than", "limit"},
+        {},
         "dedupctl scan NAMESPACE [--state=STATE] [--older_than=DURATION] [--limit=N]\n"
         "  Lists live records, one per line (or one JSON object per line), e.g. claims\n"
         "  stuck for 10 minutes: --state=in_progress --older_than=10m"}},
       {"health",
-       {0, {}, {},
+       {0,
+        {},
+        {},
         "dedupctl health\n"
         "  Exit 0 if dedupd reports dedup.v1.Dedup SERVING, else 1."}},
   };
@@ -157,17 +171,17 @@ bool DurationOption(const Args& args, const std::string& name, const char* usage
   if (text.empty()) return false;
   absl::Duration d;
   if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration()) {
-    UsageError(absl::StrCat("--", name, " must be a duration such as 30s, 10m or 24h, got '",
-                            text, "'"),
-               usage);
+    UsageError(
+        absl::StrCat("--", name, " must be a duration such as 30s, 10m or 24h, got '", text, "'"),
+        usage);
   }
   *ms = absl::ToInt64Milliseconds(d);
   return true;
 }
 
 int Fail(const absl::Status& status) {
-  std::cerr << "dedupctl: " << absl::StatusCodeToString(status.code()) << ": "
-            << status.message() << "\n";
+  std::cerr << "dedupctl: " << absl::StatusCodeToString(status.code()) << ": " << status.message()
+            << "\n";
   return kExitError;
 }
 
@@ -191,10 +205,11 @@ int RunCommand(client::Client& client, const Args& args, const CommandSpec& spec
     if (DurationOption(args, "lease", spec.usage, &lease_ms)) r.set_lease_ms(lease_ms);
     auto response = client.Claim(r);
     if (!response.ok()) return Fail(response.status());
-    static const std::map<int, int> codes = {
-        {v1::ClaimResponse::ACQUIRED, kExitOk},       {v1::ClaimResponse::IN_PROGRESS, kExitInProgress},
-        {v1::ClaimResponse::COMPLETED, kExitCompleted}, {v1::ClaimResponse::FAILED, kExitFailed},
-        {v1::ClaimResponse::MISMATCH, kExitMismatch}};
+    static const std::map<int, int> codes = {{v1::ClaimResponse::ACQUIRED, kExitOk},
+                                             {v1::ClaimResponse::IN_PROGRESS, kExitInProgress},
+                                             {v1::ClaimResponse::COMPLETED, kExitCompleted},
+                                             {v1::ClaimResponse::FAILED, kExitFailed},
+                                             {v1::ClaimResponse::MISMATCH, kExitMismatch}};
     return Print(response, json, codes.at(response->outcome()));
   }
   if (cmd == "complete") {
@@ -271,7 +286,8 @@ int RunCommand(client::Client& client, const Args& args, const CommandSpec& spec
       if (!v1::RecordState_Parse(upper, &parsed) || parsed == v1::STATE_ABSENT ||
           parsed == v1::STATE_UNSPECIFIED) {
         UsageError(absl::StrCat("--state must be in_progress, completed, released or failed, "
-                                "got '", state, "'"),
+                                "got '",
+                                state, "'"),
                    spec.usage);
       }
       r.set_state(parsed);

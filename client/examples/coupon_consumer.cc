@@ -34,14 +34,15 @@ int main(int argc, char** argv) {
   std::string message_id;
   while (std::getline(std::cin, message_id)) {
     if (message_id.empty()) continue;
-    auto done = guard.Run(message_id, [&](const dedup::client::GuardContext& ctx)
-                                          -> absl::StatusOr<std::string> {
-      ++deducted;  // The side effect: here, the coupon service call with key and token.
-      return absl::StrCat("coupon deducted for ", ctx.key, " (token ", ctx.token, ")");
-    });
+    auto done = guard.Run(
+        message_id, [&](const dedup::client::GuardContext& ctx) -> absl::StatusOr<std::string> {
+          ++deducted;  // The side effect: here, the coupon service call with key and token.
+          return absl::StrCat("coupon deducted for ", ctx.key, " (token ", ctx.token, ")");
+        });
     if (!done.ok()) {
-      std::cout << message_id << ": dedupd unreachable, leave for redelivery: "
-                << done.status().message() << "\n";
+      std::cout << message_id
+                << ": dedupd unreachable, leave for redelivery: " << done.status().message()
+                << "\n";
       continue;
     }
     std::cout << message_id << ": " << dedup::client::GuardOutcomeName(done->outcome)

@@ -67,8 +67,7 @@ class Broker {
 }  // namespace
 
 PipelineReport RunPaymentPipeline(client::Client* client, const PipelineOptions& options) {
-  PaymentProvider provider(
-      PaymentProvider::Options{options.charge_time, options.fail_first_every});
+  PaymentProvider provider(PaymentProvider::Options{options.charge_time, options.fail_first_every});
   Broker broker;
   for (int i = 0; i < options.payments; ++i) broker.Push(Delivery{i, true, 1});
 
@@ -97,8 +96,8 @@ PipelineReport RunPaymentPipeline(client::Client* client, const PipelineOptions&
         broker.Ack();
         continue;
       }
-      absl::StatusOr<client::GuardResult> result = guard->Run(
-          key, [&](const client::GuardContext& ctx) -> absl::StatusOr<std::string> {
+      absl::StatusOr<client::GuardResult> result =
+          guard->Run(key, [&](const client::GuardContext& ctx) -> absl::StatusOr<std::string> {
             absl::Status charged = provider.Charge(ctx.key, ctx.token, d.index);
             if (!charged.ok()) return charged;
             return absl::StrCat("charged ", ctx.key, " with token ", ctx.token);

@@ -32,14 +32,14 @@ struct PipelineOptions {
 
 struct PipelineReport {
   int64_t payments = 0;
-  int64_t deliveries = 0;          // Messages the broker handed out.
-  int64_t charges = 0;             // Successful charges at the provider.
+  int64_t deliveries = 0;  // Messages the broker handed out.
+  int64_t charges = 0;     // Successful charges at the provider.
   int64_t double_charged_keys = 0;
-  int64_t executed = 0;            // Guard: side effect ran and completed.
-  int64_t duplicates = 0;          // Guard: a COMPLETED duplicate, stored result returned.
-  int64_t in_progress = 0;         // Guard: another worker had it; redelivered later.
-  int64_t work_failures = 0;       // Charge failed; released and redelivered.
-  int64_t errors = 0;              // dedupd could not be reached.
+  int64_t executed = 0;       // Guard: side effect ran and completed.
+  int64_t duplicates = 0;     // Guard: a COMPLETED duplicate, stored result returned.
+  int64_t in_progress = 0;    // Guard: another worker had it; redelivered later.
+  int64_t work_failures = 0;  // Charge failed; released and redelivered.
+  int64_t errors = 0;         // dedupd could not be reached.
 };
 
 // Runs the pipeline to the end (every delivery acknowledged) and reports.

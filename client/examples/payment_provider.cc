@@ -12,8 +12,8 @@ absl::Status PaymentProvider::Charge(const std::string& key, uint64_t token, int
     KeyState& state = keys_[key];
     if (token != 0 && token < state.highest_token) {
       ++refused_stale_;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "stale token ", token, " for ", key, ": ", state.highest_token, " was seen"));
+      return absl::FailedPreconditionError(absl::StrCat("stale token ", token, " for ", key, ": ",
+                                                        state.highest_token, " was seen"));
     }
     if (token > state.highest_token) state.highest_token = token;
     fail = options_.fail_first_every > 0 && key_index % options_.fail_first_every == 0 &&

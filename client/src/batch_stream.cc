@@ -121,9 +121,9 @@ void BatchStream::OnDone(const grpc::Status& status) {
     stranded = std::move(in_flight_);
     in_flight_.clear();
   }
-  const absl::Status error = absl::UnavailableError(absl::StrCat(
-      "stream to dedupd ended before the answer: ", status.error_message(),
-      " (code ", static_cast<int>(status.error_code()), ")"));
+  const absl::Status error = absl::UnavailableError(
+      absl::StrCat("stream to dedupd ended before the answer: ", status.error_message(), " (code ",
+                   static_cast<int>(status.error_code()), ")"));
   for (auto& [id, waiters] : stranded) {
     for (auto& waiter : waiters) waiter->Fire(error);
   }

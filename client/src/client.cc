@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <map>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "live_calls.h"
 #include "node_connection.h"
 #include "scheduler.h"
@@ -32,21 +32,31 @@ constexpr absl::Duration kTopologyTimeout = absl::Seconds(2);
 
 const std::string& OpNamespace(const v1::Operation& op) {
   switch (op.op_case()) {
-    case v1::Operation::kClaim: return op.claim().namespace_();
-    case v1::Operation::kComplete: return op.complete().namespace_();
-    case v1::Operation::kRelease: return op.release().namespace_();
-    case v1::Operation::kExtend: return op.extend().namespace_();
-    default: return op.query().namespace_();
+    case v1::Operation::kClaim:
+      return op.claim().namespace_();
+    case v1::Operation::kComplete:
+      return op.complete().namespace_();
+    case v1::Operation::kRelease:
+      return op.release().namespace_();
+    case v1::Operation::kExtend:
+      return op.extend().namespace_();
+    default:
+      return op.query().namespace_();
   }
 }
 
 const std::string& OpKey(const v1::Operation& op) {
   switch (op.op_case()) {
-    case v1::Operation::kClaim: return op.claim().key();
-    case v1::Operation::kComplete: return op.complete().key();
-    case v1::Operation::kRelease: return op.release().key();
-    case v1::Operation::kExtend: return op.extend().key();
-    default: return op.query().key();
+    case v1::Operation::kClaim:
+      return op.claim().key();
+    case v1::Operation::kComplete:
+      return op.complete().key();
+    case v1::Operation::kRelease:
+      return op.release().key();
+    case v1::Operation::kExtend:
+      return op.extend().key();
+    default:
+      return op.query().key();
   }
 }
 
@@ -151,8 +161,8 @@ class Client::Impl {
       options.coalesce = options_.coalesce;
       options.batch_window = options_.batch_window;
       options.max_batch = options_.max_batch;
-      node = std::make_unique<NodeConnection>(address, options, scheduler_.get(),
-                                              live_calls_.get());
+      node =
+          std::make_unique<NodeConnection>(address, options, scheduler_.get(), live_calls_.get());
     }
     return node.get();
   }
@@ -213,7 +223,7 @@ class Client::Impl {
   absl::Mutex topology_mu_;
   // Every node ever known, by address; never removed while the client lives.
   std::map<std::string, std::unique_ptr<NodeConnection>> nodes_ ABSL_GUARDED_BY(topology_mu_);
-  uint32_t shard_count_ ABSL_GUARDED_BY(topology_mu_) = 0;  // 0: not a cluster.
+  uint32_t shard_count_ ABSL_GUARDED_BY(topology_mu_) = 0;             // 0: not a cluster.
   std::vector<NodeConnection*> owners_ ABSL_GUARDED_BY(topology_mu_);  // By node index.
 
   absl::Mutex mu_;
@@ -262,22 +272,22 @@ Client::Client(const ClientOptions& options)
 
 Client::~Client() = default;
 
-#define DEDUP_CLIENT_CALL(Name, Request, Response, field)                                    \
-  void Client::Name##Async(const v1::Request& request, Callback<v1::Response> done,          \
-                           const CallOptions& options) {                                     \
-    v1::Operation op;                                                                        \
-    *op.mutable_##field() = request;                                                         \
-    impl_->Invoke(std::move(op), impl_->Deadline(options),                                   \
-                  Typed<v1::Response>(                                                       \
-                      std::move(done),                                                       \
-                      [](const v1::OperationResult& r) { return r.has_##field(); },          \
-                      [](v1::OperationResult* r) { return r->mutable_##field(); }));         \
-  }                                                                                          \
-  absl::StatusOr<v1::Response> Client::Name(const v1::Request& request,                      \
-                                            const CallOptions& options) {                    \
-    auto [done, future] = Promised<v1::Response>();                                          \
-    Name##Async(request, std::move(done), options);                                          \
-    return future.get();                                                                     \
+#define DEDUP_CLIENT_CALL(Name, Request, Response, field)                                  \
+  void Client::Name##Async(const v1::Request& request, Callback<v1::Response> done,        \
+                           const CallOptions& options) {                                   \
+    v1::Operation op;                                                                      \
+    *op.mutable_##field() = request;                                                       \
+    impl_->Invoke(                                                                         \
+        std::move(op), impl_->Deadline(options),                                           \
+        Typed<v1::Response>(                                                               \
+            std::move(done), [](const v1::OperationResult& r) { return r.has_##field(); }, \
+            [](v1::OperationResult* r) { return r->mutable_##field(); }));                 \
+  }                                                                                        \
+  absl::StatusOr<v1::Response> Client::Name(const v1::Request& request,                    \
+                                            const CallOptions& options) {                  \
+    auto [done, future] = Promised<v1::Response>();                                        \
+    Name##Async(request, std::move(done), options);                                        \
+    return future.get();                                                                   \
   }
 
 DEDUP_CLIENT_CALL(Claim, ClaimRequest, ClaimResponse, claim)
@@ -287,8 +297,8 @@ DEDUP_CLIENT_CALL(Extend, ExtendRequest, ExtendResponse, extend)
 DEDUP_CLIENT_CALL(Query, QueryRequest, QueryResponse, query)
 #undef DEDUP_CLIENT_CALL
 
-std::future<absl::StatusOr<v1::ClaimResponse>> Client::ClaimFuture(
-    const v1::ClaimRequest& request, const CallOptions& options) {
+std::future<absl::StatusOr<v1::ClaimResponse>> Client::ClaimFuture(const v1::ClaimRequest& request,
+                                                                   const CallOptions& options) {
   auto [done, future] = Promised<v1::ClaimResponse>();
   ClaimAsync(request, std::move(done), options);
   return std::move(future);

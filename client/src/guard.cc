@@ -2,8 +2,8 @@
 
 #include <map>
 #include <thread>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -66,8 +66,8 @@ class Guard::LeaseKeeper {
         +[](int* outstanding) { return *outstanding == 0; }, &outstanding_));
   }
 
-  uint64_t Add(const std::string& key, uint64_t token, absl::Duration lease,
-               absl::Duration period, std::atomic<bool>* lost) {
+  uint64_t Add(const std::string& key, uint64_t token, absl::Duration lease, absl::Duration period,
+               std::atomic<bool>* lost) {
     absl::MutexLock lock(&mu_);
     const uint64_t id = next_id_++;
     entries_[id] = Entry{key, token, lease, period, absl::Now() + period, lost};
@@ -117,13 +117,12 @@ class Guard::LeaseKeeper {
         LeaseKeeper* k;
         uint64_t seen;
       } args{this, seen};
-      mu_.AwaitWithDeadline(
-          absl::Condition(
-              +[](Args* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->k->mu_) {
-                return a->k->stopping_ || a->k->changes_ != a->seen;
-              },
-              &args),
-          next);
+      mu_.AwaitWithDeadline(absl::Condition(
+                                +[](Args* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->k->mu_) {
+                                  return a->k->stopping_ || a->k->changes_ != a->seen;
+                                },
+                                &args),
+                            next);
     }
   }
 
@@ -202,8 +201,8 @@ absl::StatusOr<GuardResult> Guard::Run(const std::string& key, const SideEffect&
   std::atomic<bool> lease_lost{false};
   const absl::Duration lease =
       options_.lease > absl::ZeroDuration() ? options_.lease : absl::Seconds(30);
-  const uint64_t kept = keeper_->Add(key, out.token, lease,
-                                     lease * options_.extend_fraction, &lease_lost);
+  const uint64_t kept =
+      keeper_->Add(key, out.token, lease, lease * options_.extend_fraction, &lease_lost);
   absl::StatusOr<std::string> result;
   try {
     result = work(GuardContext{key, out.token, lease_lost});

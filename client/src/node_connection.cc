@@ -7,8 +7,7 @@
 namespace dedup::client {
 
 absl::Status FromGrpc(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
 NodeConnection::NodeConnection(std::string address, const Options& options, Scheduler* scheduler,
@@ -36,7 +35,8 @@ void NodeConnection::Send(const v1::Operation& op, std::shared_ptr<Waiter> waite
 
 // One operation as its own unary RPC.
 template <typename Request, typename Response, typename Start, typename Put>
-void NodeConnection::Unary(const Request& request, std::shared_ptr<Waiter> waiter, Start start, Put put) {
+void NodeConnection::Unary(const Request& request, std::shared_ptr<Waiter> waiter, Start start,
+                           Put put) {
   struct State {
     explicit State(LiveCalls* live) : live(live) {}
     const LiveCalls::Token live;  // First: outlives context (see live_calls.h).
@@ -66,8 +66,8 @@ void NodeConnection::SendUnary(const v1::Operation& op, std::shared_ptr<Waiter> 
     case v1::Operation::kClaim:
       return Unary<v1::ClaimRequest, v1::ClaimResponse>(
           op.claim(), std::move(waiter),
-          [](Async* a, grpc::ClientContext* c, const v1::ClaimRequest* q,
-             v1::ClaimResponse* r, Done d) { a->Claim(c, q, r, std::move(d)); },
+          [](Async* a, grpc::ClientContext* c, const v1::ClaimRequest* q, v1::ClaimResponse* r,
+             Done d) { a->Claim(c, q, r, std::move(d)); },
           [](v1::OperationResult* r) { return r->mutable_claim(); });
     case v1::Operation::kComplete:
       return Unary<v1::CompleteRequest, v1::CompleteResponse>(
@@ -78,20 +78,20 @@ void NodeConnection::SendUnary(const v1::Operation& op, std::shared_ptr<Waiter> 
     case v1::Operation::kRelease:
       return Unary<v1::ReleaseRequest, v1::ReleaseResponse>(
           op.release(), std::move(waiter),
-          [](Async* a, grpc::ClientContext* c, const v1::ReleaseRequest* q,
-             v1::ReleaseResponse* r, Done d) { a->Release(c, q, r, std::move(d)); },
+          [](Async* a, grpc::ClientContext* c, const v1::ReleaseRequest* q, v1::ReleaseResponse* r,
+             Done d) { a->Release(c, q, r, std::move(d)); },
           [](v1::OperationResult* r) { return r->mutable_release(); });
     case v1::Operation::kExtend:
       return Unary<v1::ExtendRequest, v1::ExtendResponse>(
           op.extend(), std::move(waiter),
-          [](Async* a, grpc::ClientContext* c, const v1::ExtendRequest* q,
-             v1::ExtendResponse* r, Done d) { a->Extend(c, q, r, std::move(d)); },
+          [](Async* a, grpc::ClientContext* c, const v1::ExtendRequest* q, v1::ExtendResponse* r,
+             Done d) { a->Extend(c, q, r, std::move(d)); },
           [](v1::OperationResult* r) { return r->mutable_extend(); });
     case v1::Operation::kQuery:
       return Unary<v1::QueryRequest, v1::QueryResponse>(
           op.query(), std::move(waiter),
-          [](Async* a, grpc::ClientContext* c, const v1::QueryRequest* q,
-             v1::QueryResponse* r, Done d) { a->Query(c, q, r, std::move(d)); },
+          [](Async* a, grpc::ClientContext* c, const v1::QueryRequest* q, v1::QueryResponse* r,
+             Done d) { a->Query(c, q, r, std::move(d)); },
           [](v1::OperationResult* r) { return r->mutable_query(); });
     case v1::Operation::OP_NOT_SET:
       break;

@@ -24,9 +24,8 @@ void Scheduler::Run() {
   while (!stopping_) {
     if (queue_.empty()) {
       mu_.Await(absl::Condition(
-          +[](Scheduler* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-            return s->stopping_ || !s->queue_.empty();
-          },
+          +[](Scheduler* s)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->stopping_ || !s->queue_.empty(); },
           this));
       continue;
     }

@@ -35,15 +35,12 @@ class Scheduler {
     absl::Time when;
     uint64_t seq;  // FIFO among equal times.
     std::function<void()> task;
-    bool operator>(const Entry& o) const {
-      return when != o.when ? when > o.when : seq > o.seq;
-    }
+    bool operator>(const Entry& o) const { return when != o.when ? when > o.when : seq > o.seq; }
   };
   void Run();
 
   absl::Mutex mu_;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_
-      ABSL_GUARDED_BY(mu_);
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

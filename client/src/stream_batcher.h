@@ -23,8 +23,8 @@ class StreamBatcher {
  public:
   // `stub` and `scheduler` must outlive the batcher, and the scheduler must
   // run no more of its tasks by the time the batcher is destroyed.
-  StreamBatcher(v1::Dedup::Stub* stub, Scheduler* scheduler, LiveCalls* live,
-                absl::Duration window, int max_batch);
+  StreamBatcher(v1::Dedup::Stub* stub, Scheduler* scheduler, LiveCalls* live, absl::Duration window,
+                int max_batch);
   // Half-closes the stream and waits until every stream has ended.
   ~StreamBatcher();
 

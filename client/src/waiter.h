@@ -18,8 +18,7 @@ using OpCallback = std::function<void(absl::StatusOr<v1::OperationResult>)>;
 // callback runs exactly once. Thread-safe.
 class Waiter {
  public:
-  Waiter(absl::Time deadline, OpCallback done)
-      : deadline_(deadline), done_(std::move(done)) {}
+  Waiter(absl::Time deadline, OpCallback done) : deadline_(deadline), done_(std::move(done)) {}
 
   void Fire(absl::StatusOr<v1::OperationResult> result) {
     if (fired_.exchange(true)) return;

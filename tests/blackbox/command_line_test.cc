@@ -26,8 +26,8 @@ class CommandLineTest : public ::testing::Test {
   // test's own address, port file and data directory, so that even a
   // wrongly accepted config touches nothing outside the test.
   FinishedRun Run(const std::vector<std::string>& flags) {
-    std::vector<std::string> all = {"--listen=127.0.0.1:0", "--metrics_listen=off", "--port_file=" + dir_.Sub("port"),
-                                    "--data_dir=" + data_dir()};
+    std::vector<std::string> all = {"--listen=127.0.0.1:0", "--metrics_listen=off",
+                                    "--port_file=" + dir_.Sub("port"), "--data_dir=" + data_dir()};
     all.insert(all.end(), flags.begin(), flags.end());
     absl::StatusOr<FinishedRun> run = RunToExit(all, dir_.Sub("dedupd.log"), kExitTimeout);
     EXPECT_TRUE(run.ok()) << run.status();

@@ -42,9 +42,10 @@ TEST(DataDirTest, SecondServerOnADataDirInUseExitsOneSayingSoAndFirstKeepsServin
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ(ClaimAndComplete((*first)->client(), "order-1", "shipped"), "");
 
-  absl::StatusOr<FinishedRun> second = RunToExit(
-      {"--listen=127.0.0.1:0", "--metrics_listen=off", "--port_file=" + dir.Sub("second-port"), "--data_dir=" + data_dir},
-      dir.Sub("second.log"), kExitTimeout);
+  absl::StatusOr<FinishedRun> second =
+      RunToExit({"--listen=127.0.0.1:0", "--metrics_listen=off",
+                 "--port_file=" + dir.Sub("second-port"), "--data_dir=" + data_dir},
+                dir.Sub("second.log"), kExitTimeout);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->status, ExitStatus::Exited(1)) << second->output;
   EXPECT_TRUE(absl::StrContains(second->output, "in use")) << second->output;
@@ -72,8 +73,8 @@ TEST(DataDirTest, RestartWithAnotherShardCountExitsOneNamingBothCounts) {
   ASSERT_EQ(*stopped, ExitStatus::Exited(0));
 
   absl::StatusOr<FinishedRun> reshard =
-      RunToExit({"--listen=127.0.0.1:0", "--metrics_listen=off", "--port_file=" + dir.Sub("reshard-port"),
-                 "--data_dir=" + data_dir, "--shards=8"},
+      RunToExit({"--listen=127.0.0.1:0", "--metrics_listen=off",
+                 "--port_file=" + dir.Sub("reshard-port"), "--data_dir=" + data_dir, "--shards=8"},
                 dir.Sub("reshard.log"), kExitTimeout);
   ASSERT_TRUE(reshard.ok()) << reshard.status();
   EXPECT_EQ(reshard->status, ExitStatus::Exited(1)) << reshard->output;

@@ -182,8 +182,8 @@ absl::StatusOr<std::unique_ptr<ServingDedupd>> ServingDedupd::Start(
   const int run = ++run_counter;
   const std::string port_file = absl::StrCat(work_dir, "/port-", run);
   const std::string log_file = absl::StrCat(work_dir, "/dedupd-", run, ".log");
-  std::vector<std::string> all_flags = {"--listen=127.0.0.1:0", "--metrics_listen=off", "--port_file=" + port_file,
-                                        "--data_dir=" + data_dir};
+  std::vector<std::string> all_flags = {"--listen=127.0.0.1:0", "--metrics_listen=off",
+                                        "--port_file=" + port_file, "--data_dir=" + data_dir};
   all_flags.insert(all_flags.end(), flags.begin(), flags.end());
 
   std::unique_ptr<ServingDedupd> server(new ServingDedupd());

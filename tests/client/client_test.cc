@@ -138,8 +138,7 @@ TEST_P(ClientTest, UnreachableServerIsUnavailableOnceTheDeadlinePasses) {
   options.deadline = absl::Now() + absl::Milliseconds(300);
   auto claimed = client->Claim(ClaimOf("o-down", "worker-a"), options);
   ASSERT_FALSE(claimed.ok());
-  EXPECT_TRUE(absl::IsUnavailable(claimed.status()) ||
-              absl::IsDeadlineExceeded(claimed.status()))
+  EXPECT_TRUE(absl::IsUnavailable(claimed.status()) || absl::IsDeadlineExceeded(claimed.status()))
       << claimed.status();
 }
 
@@ -171,9 +170,7 @@ TEST_P(ClientTest, RetriesUnavailableUntilTheServerIsBack) {
   (*restarted)->Shutdown(absl::Seconds(1));
 }
 
-TEST_P(ClientTest, HealthIsOkWhileServing) {
-  EXPECT_TRUE(client_->Health().ok());
-}
+TEST_P(ClientTest, HealthIsOkWhileServing) { EXPECT_TRUE(client_->Health().ok()); }
 
 TEST_P(ClientTest, ScanReturnsRecordsOfTheNamespace) {
   for (int i = 0; i < 5; ++i) {

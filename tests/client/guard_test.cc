@@ -202,13 +202,14 @@ TEST_F(GuardTest, DeadWorkersLeaseExpiresAndItsLateCompleteIsStale) {
   EXPECT_EQ(early->outcome, GuardOutcome::kInProgress) << "the lease still protects the key";
 
   clock.AdvanceMs(5'001);  // Past the namespace's 5 s lease.
-  auto redelivered = NewGuard("worker-b").Run(
-      "pay-dead", [&](const GuardContext& ctx) -> absl::StatusOr<std::string> {
-        runs.fetch_add(1);
-        absl::Status charged = provider.Charge(ctx.key, ctx.token, 1);
-        if (!charged.ok()) return charged;
-        return std::string("charged");
-      });
+  auto redelivered =
+      NewGuard("worker-b")
+          .Run("pay-dead", [&](const GuardContext& ctx) -> absl::StatusOr<std::string> {
+            runs.fetch_add(1);
+            absl::Status charged = provider.Charge(ctx.key, ctx.token, 1);
+            if (!charged.ok()) return charged;
+            return std::string("charged");
+          });
   ASSERT_TRUE(redelivered.ok()) << redelivered.status();
   EXPECT_EQ(redelivered->outcome, GuardOutcome::kExecuted);
   EXPECT_GT(redelivered->token, dead.token());

@@ -17,8 +17,7 @@ namespace dedup::test {
 class TempDir {
  public:
   TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "dedup-test-XXXXXX").string();
+    std::string pattern = (std::filesystem::temp_directory_path() / "dedup-test-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) {
       std::perror("mkdtemp");
       std::abort();  // No hermetic place to run in: nothing can be tested.

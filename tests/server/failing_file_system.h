@@ -65,7 +65,9 @@ class FailingFileSystem final : public rocksdb::FileSystemWrapper {
     }
 
    private:
-    static rocksdb::IOStatus Injected() { return rocksdb::IOStatus::IOError("injected disk failure"); }
+    static rocksdb::IOStatus Injected() {
+      return rocksdb::IOStatus::IOError("injected disk failure");
+    }
     const std::atomic<bool>* const failing_;
   };
 

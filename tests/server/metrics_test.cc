@@ -113,8 +113,7 @@ class MetricsTest : public ::testing::Test {
     return ParseMetrics(reply.body);
   }
 
-  v1::ClaimResponse Claim(const std::string& ns, const std::string& key,
-                          const std::string& owner) {
+  v1::ClaimResponse Claim(const std::string& ns, const std::string& key, const std::string& owner) {
     v1::ClaimResponse response;
     auto context = NewContext();
     EXPECT_TRUE(stub_->Claim(context.get(), ClaimOf(ns, key, owner), &response).ok());
@@ -154,9 +153,10 @@ TEST_F(MetricsTest, HundredClaimsWithThirtyCompletedAndTenInProgressDuplicates) 
   for (int i = 0; i < 60; ++i) {
     tokens[absl::StrCat("k", i)] = Claim("coupons", absl::StrCat("k", i), "worker-a").token();
   }
-  for (int i = 0; i < 50; ++i) Complete("coupons", absl::StrCat("k", i), tokens[absl::StrCat("k", i)]);
-  for (int i = 0; i < 30; ++i) Claim("coupons", absl::StrCat("k", i), "worker-b");       // Completed.
-  for (int i = 50; i < 60; ++i) Claim("coupons", absl::StrCat("k", i), "worker-b");      // In progress.
+  for (int i = 0; i < 50; ++i)
+    Complete("coupons", absl::StrCat("k", i), tokens[absl::StrCat("k", i)]);
+  for (int i = 0; i < 30; ++i) Claim("coupons", absl::StrCat("k", i), "worker-b");   // Completed.
+  for (int i = 50; i < 60; ++i) Claim("coupons", absl::StrCat("k", i), "worker-b");  // In progress.
 
   auto m = Scrape();
   EXPECT_EQ(m[R"(dedup_claims_total{namespace="coupons",outcome="acquired"})"], 60);
@@ -243,8 +243,8 @@ TEST_F(MetricsTest, StorageFailureTurnsHealthNotServingAndProbesUnavailable) {
 
   v1::ClaimResponse response;
   auto context = NewContext();
-  grpc::Status status = stub_->Claim(context.get(), ClaimOf("coupons", "after", "worker-a"),
-                                     &response);
+  grpc::Status status =
+      stub_->Claim(context.get(), ClaimOf("coupons", "after", "worker-a"), &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
 
   auto m = Scrape();  // Also runs the storage monitor now.

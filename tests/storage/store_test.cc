@@ -19,8 +19,8 @@
 #include "storage/key_codec.h"
 #include "storage/operation.h"
 #include "storage/record.h"
-#include "tests/storage/printers.h"
 #include "tests/common/temp_dir.h"
+#include "tests/storage/printers.h"
 
 // The Store end to end: a real RocksDB in a fresh temp directory per test,
 // time moved by a ManualClock. Each test pins one behaviour of DESIGN §3-§5.

@@ -14,8 +14,10 @@ int main(int argc, char** argv) {
   auto client = dedup::client::Client::Create(options);
   if (!client.ok()) return 1;
   dedup::client::Guard guard(client->get(), {"package-check", "consumer"});
-  auto done = guard.Run("key-1", [](const dedup::client::GuardContext&)
-                                     -> absl::StatusOr<std::string> { return std::string("ok"); });
+  auto done =
+      guard.Run("key-1", [](const dedup::client::GuardContext&) -> absl::StatusOr<std::string> {
+        return std::string("ok");
+      });
   if (!done.ok()) {
     std::cerr << done.status() << "\n";
     return 1;

@@ -98,8 +98,8 @@ class Client {
   // Asynchronous forms: `done` runs once, on a client thread.
   void ClaimAsync(const v1::ClaimRequest& request, Callback<v1::ClaimResponse> done,
                   const CallOptions& options = {});
-  void CompleteAsync(const v1::CompleteRequest& request,
-                     Callback<v1::CompleteResponse> done, const CallOptions& options = {});
+  void CompleteAsync(const v1::CompleteRequest& request, Callback<v1::CompleteResponse> done,
+                     const CallOptions& options = {});
   void ReleaseAsync(const v1::ReleaseRequest& request, Callback<v1::ReleaseResponse> done,
                     const CallOptions& options = {});
   void ExtendAsync(const v1::ExtendRequest& request, Callback<v1::ExtendResponse> done,

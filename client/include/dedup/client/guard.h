@@ -54,8 +54,8 @@ const char* GuardOutcomeName(GuardOutcome outcome);
 
 struct GuardResult {
   GuardOutcome outcome = GuardOutcome::kInProgress;
-  std::string result;  // kExecuted: this run's; kDuplicate: the stored one.
-  uint64_t token = 0;  // The token this worker held (kExecuted, kWorkFailed, kStale).
+  std::string result;       // kExecuted: this run's; kDuplicate: the stored one.
+  uint64_t token = 0;       // The token this worker held (kExecuted, kWorkFailed, kStale).
   absl::Status work_error;  // kWorkFailed: what the side effect returned.
   bool poisoned = false;    // kWorkFailed: the release poisoned the key.
 };
