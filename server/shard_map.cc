@@ -23,7 +23,7 @@ ShardMap::ShardMap(uint32_t shard_count, std::vector<std::string> nodes, uint32_
       version_(VersionOf(shard_count_, nodes_)) {}
 
 uint32_t ShardMap::OwnerOfShard(uint32_t shard) const {
-  return nodes_.empty() ? self_ : shard % static_cast<uint32_t>(nodes_.size());
+  return nodes_.empty() ? self_ : storage::NodeOfShard(shard, static_cast<uint32_t>(nodes_.size()));
 }
 
 absl::Status ShardMap::CheckOwned(absl::string_view ns, absl::string_view key) const {

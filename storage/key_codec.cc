@@ -44,6 +44,8 @@ uint32_t ShardOf(absl::string_view ns, absl::string_view key, uint32_t shard_cou
   return static_cast<uint32_t>(KeyHash(ns, key) % shard_count);
 }
 
+uint32_t NodeOfShard(uint32_t shard, uint32_t node_count) { return shard % node_count; }
+
 std::string ShardName(uint32_t index) { return absl::StrFormat("shard-%04d", index); }
 
 }  // namespace dedup::storage

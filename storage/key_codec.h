@@ -26,6 +26,11 @@ uint64_t KeyHash(absl::string_view ns, absl::string_view key);
 // The shard owning (ns, key) among `shard_count` shards.
 uint32_t ShardOf(absl::string_view ns, absl::string_view key, uint32_t shard_count);
 
+// The node that owns `shard` in a statically sharded cluster of
+// `node_count` nodes: node i owns the shards s with s mod n == i. Requires
+// node_count >= 1. Server and client both route with this one rule.
+uint32_t NodeOfShard(uint32_t shard, uint32_t node_count);
+
 // Column family name of shard `index`: "shard-0007".
 std::string ShardName(uint32_t index);
 
