@@ -170,8 +170,8 @@ class Client::Impl {
   NodeConnection* Route(const v1::Operation& op) {
     absl::MutexLock lock(&topology_mu_);
     if (shard_count_ == 0 || owners_.size() <= 1) return owners_.front();
-    const uint64_t shard = storage::KeyHash(OpNamespace(op), OpKey(op)) % shard_count_;
-    return owners_[shard % owners_.size()];
+    const uint32_t shard = storage::ShardOf(OpNamespace(op), OpKey(op), shard_count_);
+    return owners_[storage::NodeOfShard(shard, static_cast<uint32_t>(owners_.size()))];
   }
 
   void Attempt(std::shared_ptr<Call> call) {
