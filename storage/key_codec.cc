@@ -41,7 +41,11 @@ uint64_t KeyHash(absl::string_view ns, absl::string_view key) {
 }
 
 uint32_t ShardOf(absl::string_view ns, absl::string_view key, uint32_t shard_count) {
-  return static_cast<uint32_t>(KeyHash(ns, key) % shard_count);
+  return ShardOfHash(KeyHash(ns, key), shard_count);
+}
+
+uint32_t ShardOfHash(uint64_t key_hash, uint32_t shard_count) {
+  return static_cast<uint32_t>(key_hash % shard_count);
 }
 
 uint32_t NodeOfShard(uint32_t shard, uint32_t node_count) { return shard % node_count; }

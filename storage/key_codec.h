@@ -25,6 +25,8 @@ uint64_t KeyHash(absl::string_view ns, absl::string_view key);
 
 // The shard owning (ns, key) among `shard_count` shards.
 uint32_t ShardOf(absl::string_view ns, absl::string_view key, uint32_t shard_count);
+// The same, from a KeyHash already computed.
+uint32_t ShardOfHash(uint64_t key_hash, uint32_t shard_count);
 
 // The node that owns `shard` in a statically sharded cluster of
 // `node_count` nodes: node i owns the shards s with s mod n == i. Requires

@@ -38,6 +38,4 @@ const std::string& OpKey(const Operation& op) {
   return std::visit([](const auto& o) -> const std::string& { return o.key; }, op);
 }
 
-bool IsReadOnly(const Operation& op) { return std::holds_alternative<QueryOp>(op); }
-
 }  // namespace dedup::storage

@@ -86,8 +86,6 @@ struct OpResult {
 // The namespace and key an operation addresses.
 const std::string& OpNamespace(const Operation& op);
 const std::string& OpKey(const Operation& op);
-// True for operations that never write (Query).
-bool IsReadOnly(const Operation& op);
 
 }  // namespace dedup::storage
 

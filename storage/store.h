@@ -1,8 +1,6 @@
 #ifndef DEDUP_STORAGE_STORE_H_
 #define DEDUP_STORAGE_STORE_H_
 
-#include <array>
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -16,19 +14,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "storage/clock.h"
+#include "storage/compaction_drops.h"
 #include "storage/operation.h"
 #include "storage/record.h"
-#include "storage/token_allocator.h"
-#include "storage/ttl_compaction_filter.h"
-
-namespace rocksdb {
-class ColumnFamilyHandle;
-class DB;
-class Env;
-class EventListener;
-}  // namespace rocksdb
+#include "storage/store_stats.h"
+#include "storage/stripe_locks.h"
 
 namespace dedup::storage {
+
+class DataDir;
+struct StoreEnvForTesting;
 
 enum class Durability {
   // A write returns only after its WAL record is synced to disk; concurrent
@@ -62,9 +57,10 @@ struct StoreOptions {
   // directory is created; opening it for anything else is refused, so a
   // node never serves shards another node's data directory holds.
   std::string identity = "single node";
-  // RocksDB environment; null means the default. Tests pass one whose file
-  // system fails on command, to see how storage faults surface.
-  std::shared_ptr<rocksdb::Env> env;
+  // Test hook, null in production: the RocksDB environment to run on, set
+  // through storage/testing/rocksdb_env.h. Opaque here so that nothing
+  // outside storage/ sees a RocksDB type.
+  std::shared_ptr<const StoreEnvForTesting> env_for_testing;
 };
 
 inline constexpr uint32_t kDefaultShards = 16;
@@ -88,23 +84,6 @@ struct ScanPage {
   ScanCursor next;
 };
 
-// A reading of the store for metrics; every number is an estimate.
-struct StoreStats {
-  // Records by effective state, indexed as StatsStateName: in_progress,
-  // completed, released, failed, expired (lapsed, awaiting compaction).
-  std::array<uint64_t, 5> records_by_state = {0, 0, 0, 0, 0};
-  uint64_t storage_bytes = 0;  // SST files and memtables.
-  uint64_t pending_compaction_bytes = 0;
-  bool write_stalled = false;  // RocksDB delays or stops writes.
-  bool background_error = false;
-  uint64_t dropped_completed = 0;  // By the TTL filter since open.
-  uint64_t dropped_failed = 0;
-  uint64_t dropped_abandoned = 0;
-};
-
-// Label of records_by_state[index].
-const char* StatsStateName(size_t index);
-
 // The deduplication records of one data directory: RocksDB with one column
 // family per shard, lazy expiry on every read, TTL compaction and fencing
 // tokens that never go backwards.
@@ -119,7 +98,8 @@ class Store {
   // shard count; INVALID_ARGUMENT for bad options; UNAVAILABLE for I/O.
   static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
 
-  // Syncs the WAL and closes the database.
+  // Stops the background sync, syncs the WAL (unless RocksDB reported a
+  // background error, after which it cannot) and closes the database.
   ~Store();
 
   Store(const Store&) = delete;
@@ -154,17 +134,11 @@ class Store {
   // OK, or the first RocksDB background error since open.
   absl::Status BackgroundError() const;
 
-  uint32_t shard_count() const { return static_cast<uint32_t>(shards_.size()); }
+  uint32_t shard_count() const;
   const CompactionDrops& compaction_drops() const { return *drops_; }
-  const StoreOptions& options() const { return options_; }
 
  private:
-  class ErrorListener;
-  static constexpr size_t kStripes = 4096;
-
   Store(const StoreOptions& options, std::unique_ptr<CompactionDrops> drops);
-  absl::Status OpenDb();
-  absl::Status InitMeta(bool created);
   absl::StatusOr<std::optional<Record>> Read(uint32_t shard, const std::string& storage_key,
                                              const Operation& op) const;
   void SyncLoop();
@@ -172,15 +146,10 @@ class Store {
   // Constant after Open.
   const StoreOptions options_;
   const std::unique_ptr<CompactionDrops> drops_;
-  std::shared_ptr<ErrorListener> listener_;
-  rocksdb::DB* db_ = nullptr;
-  rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // The default family.
-  std::vector<rocksdb::ColumnFamilyHandle*> shards_;
-  std::vector<std::unique_ptr<TokenAllocator>> tokens_;
+  std::unique_ptr<DataDir> dir_;
 
-  // Serializes operations on keys that hash to the same stripe. Always
-  // locked in ascending index order.
-  mutable std::array<absl::Mutex, kStripes> stripes_;
+  // Serializes operations on keys of the same stripe.
+  StripeLocks stripes_;
 
   // Background WAL sync (buffered durability).
   absl::Mutex sync_mu_;

@@ -1,22 +1,15 @@
 #ifndef DEDUP_STORAGE_TTL_COMPACTION_FILTER_H_
 #define DEDUP_STORAGE_TTL_COMPACTION_FILTER_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 
 #include "rocksdb/compaction_filter.h"
 #include "storage/clock.h"
+#include "storage/compaction_drops.h"
 #include "storage/record.h"
 
 namespace dedup::storage {
-
-// Counts of records the filter dropped since the store was opened.
-struct CompactionDrops {
-  std::atomic<uint64_t> completed{0};  // Retention of a COMPLETED record ended.
-  std::atomic<uint64_t> failed{0};     // Retention of a FAILED record ended.
-  std::atomic<uint64_t> abandoned{0};  // IN_PROGRESS/RELEASED past lease + grace.
-};
 
 // True when compaction may forget `record` at `now_ms`: its retention has
 // passed, or (IN_PROGRESS, RELEASED) its lease ended more than `grace_ms`

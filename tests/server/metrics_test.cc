@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/server_settings.h"
+#include "storage/testing/rocksdb_env.h"
 #include "tests/server/failing_file_system.h"
 #include "tests/server/test_server.h"
 
@@ -91,7 +92,7 @@ class MetricsTest : public ::testing::Test {
     config->set_data_dir(dir_.path() + "/data");
     auto settings = ResolveSettings(*config);
     ASSERT_TRUE(settings.ok()) << settings.status();
-    settings->store.env = std::move(env);
+    if (env != nullptr) storage::SetRocksDbEnvForTesting(&settings->store, std::move(env));
     auto server = DedupServer::Start(*settings, &clock_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);

@@ -1,0 +1,73 @@
+#ifndef DEDUP_STORAGE_DATA_DIR_H_
+#define DEDUP_STORAGE_DATA_DIR_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "rocksdb/db.h"
+#include "storage/compaction_drops.h"
+#include "storage/store.h"
+#include "storage/token_allocator.h"
+
+namespace dedup::storage {
+
+// The on-disk format of a data directory. RocksDB with:
+//   - the default column family for meta keys: the shard count, the format
+//     version, the identity the directory was made for ("node 1 of 3") and
+//     each shard's persisted token ceiling;
+//   - one column family per shard ("shard-0007") holding its records, with
+//     the TTL compaction filter.
+// Opening checks that the directory is the one asked for and refuses any
+// other. Internal to storage/: it hands out RocksDB handles.
+//
+// Thread-safe after Open: the handles are constant and RocksDB is safe for
+// concurrent use.
+class DataDir {
+ public:
+  // Opens or creates the directory at options.path. `drops` receives the
+  // TTL filter's counts and must outlive the DataDir. Errors as Store::Open.
+  static absl::StatusOr<std::unique_ptr<DataDir>> Open(const StoreOptions& options,
+                                                       CompactionDrops* drops);
+
+  // Closes RocksDB without syncing; the store syncs first when it still can.
+  ~DataDir();
+
+  DataDir(const DataDir&) = delete;
+  DataDir& operator=(const DataDir&) = delete;
+
+  rocksdb::DB* db() const { return db_; }
+  rocksdb::ColumnFamilyHandle* meta() const { return meta_; }
+  rocksdb::ColumnFamilyHandle* shard(uint32_t index) const { return shards_[index]; }
+  const std::vector<rocksdb::ColumnFamilyHandle*>& shards() const { return shards_; }
+  uint32_t shard_count() const { return static_cast<uint32_t>(shards_.size()); }
+  // Hands out the fencing tokens of shard `index`, persisting its ceiling
+  // in the meta family.
+  TokenAllocator* tokens(uint32_t index) const { return tokens_[index].get(); }
+
+  // OK, or the first RocksDB background error since open. After one, RocksDB
+  // accepts no writes and must not be asked to sync.
+  absl::Status BackgroundError() const;
+
+ private:
+  class ErrorListener;
+
+  explicit DataDir(const StoreOptions& options);
+  absl::Status OpenDb(CompactionDrops* drops);
+  absl::Status WriteMeta();
+  absl::Status CheckMeta() const;
+  absl::Status LoadTokenCeilings();
+
+  const StoreOptions options_;
+  std::shared_ptr<ErrorListener> listener_;
+  rocksdb::DB* db_ = nullptr;
+  rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // The default family.
+  std::vector<rocksdb::ColumnFamilyHandle*> shards_;
+  std::vector<std::unique_ptr<TokenAllocator>> tokens_;
+};
+
+}  // namespace dedup::storage
+
+#endif  // DEDUP_STORAGE_DATA_DIR_H_

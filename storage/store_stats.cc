@@ -1,0 +1,81 @@
+#include "storage/store_stats.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "rocksdb/db.h"
+#include "storage/data_dir.h"
+#include "storage/record_codec.h"
+
+namespace dedup::storage {
+namespace {
+
+// The order of StoreStats::records_by_state.
+struct StatsRow {
+  State state;
+  const char* name;
+};
+constexpr std::array<StatsRow, kStatsStateCount> kStatsRows = {{
+    {State::kInProgress, "in_progress"},
+    {State::kCompleted, "completed"},
+    {State::kReleased, "released"},
+    {State::kFailed, "failed"},
+    {State::kAbsent, "expired"},
+}};
+
+uint64_t IntProperty(const DataDir& dir, rocksdb::ColumnFamilyHandle* family, const char* name) {
+  uint64_t value = 0;
+  dir.db()->GetIntProperty(family, name, &value);
+  return value;
+}
+
+}  // namespace
+
+size_t StatsIndex(State state) {
+  for (size_t i = 0; i < kStatsRows.size(); ++i) {
+    if (kStatsRows[i].state == state) return i;
+  }
+  return StatsIndex(State::kAbsent);
+}
+
+const char* StatsStateName(size_t index) {
+  return index < kStatsRows.size() ? kStatsRows[index].name : "unknown";
+}
+
+StoreStats ReadStoreStats(const DataDir& dir, const CompactionDrops& drops, int64_t now_ms,
+                          size_t sample_per_shard) {
+  StoreStats stats;
+  for (rocksdb::ColumnFamilyHandle* shard : dir.shards()) {
+    stats.storage_bytes += IntProperty(dir, shard, "rocksdb.total-sst-files-size") +
+                           IntProperty(dir, shard, "rocksdb.cur-size-all-mem-tables");
+    stats.pending_compaction_bytes +=
+        IntProperty(dir, shard, "rocksdb.estimate-pending-compaction-bytes");
+    const uint64_t estimated = IntProperty(dir, shard, "rocksdb.estimate-num-keys");
+    std::array<uint64_t, kStatsStateCount> sampled = {};
+    uint64_t total = 0;
+    std::unique_ptr<rocksdb::Iterator> it(dir.db()->NewIterator(rocksdb::ReadOptions(), shard));
+    for (it->SeekToFirst(); it->Valid() && total < sample_per_shard; it->Next()) {
+      Record record;
+      if (!DecodeRecord(absl::string_view(it->value().data(), it->value().size()), &record)) {
+        continue;
+      }
+      ++sampled[StatsIndex(EffectiveState(record, now_ms))];
+      ++total;
+    }
+    if (total == 0) continue;
+    // A small shard is counted exactly; a large one extrapolated.
+    const uint64_t population = total < sample_per_shard ? total : std::max(estimated, total);
+    for (size_t i = 0; i < sampled.size(); ++i) {
+      stats.records_by_state[i] += sampled[i] * population / total;
+    }
+  }
+  stats.write_stalled = IntProperty(dir, dir.meta(), "rocksdb.is-write-stopped") != 0 ||
+                        IntProperty(dir, dir.meta(), "rocksdb.actual-delayed-write-rate") != 0;
+  stats.background_error = !dir.BackgroundError().ok();
+  stats.dropped_completed = drops.completed.load();
+  stats.dropped_failed = drops.failed.load();
+  stats.dropped_abandoned = drops.abandoned.load();
+  return stats;
+}
+
+}  // namespace dedup::storage

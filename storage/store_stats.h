@@ -1,0 +1,48 @@
+#ifndef DEDUP_STORAGE_STORE_STATS_H_
+#define DEDUP_STORAGE_STORE_STATS_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "storage/compaction_drops.h"
+#include "storage/record.h"
+
+namespace dedup::storage {
+
+class DataDir;
+
+// The states records are counted by: the four stored states, and
+// "expired" for records whose lease or retention has lapsed and that await
+// compaction.
+inline constexpr size_t kStatsStateCount = 5;
+
+// Index of `state` (an effective state; kAbsent counts as expired) in
+// StoreStats::records_by_state.
+size_t StatsIndex(State state);
+
+// Label of records_by_state[index]: in_progress, completed, released,
+// failed, expired.
+const char* StatsStateName(size_t index);
+
+// A reading of the store for metrics; every number is an estimate.
+struct StoreStats {
+  std::array<uint64_t, kStatsStateCount> records_by_state = {};  // By StatsIndex.
+  uint64_t storage_bytes = 0;                                    // SST files and memtables.
+  uint64_t pending_compaction_bytes = 0;
+  bool write_stalled = false;  // RocksDB delays or stops writes.
+  bool background_error = false;
+  uint64_t dropped_completed = 0;  // By the TTL filter since open.
+  uint64_t dropped_failed = 0;
+  uint64_t dropped_abandoned = 0;
+};
+
+// Reads RocksDB's estimates of `dir` at `now_ms`. Records by state are
+// extrapolated from the first `sample_per_shard` records of each shard
+// times the shard's estimated key count. Reads only; never blocks writers.
+StoreStats ReadStoreStats(const DataDir& dir, const CompactionDrops& drops, int64_t now_ms,
+                          size_t sample_per_shard);
+
+}  // namespace dedup::storage
+
+#endif  // DEDUP_STORAGE_STORE_STATS_H_
