@@ -14,8 +14,6 @@
 namespace dedup::server {
 namespace {
 
-const grpc::Status kShuttingDown(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
-
 // A key for a log line: escaped, and cut short if long.
 std::string LogKey(const std::string& key) {
   constexpr size_t kMax = 64;
@@ -53,27 +51,8 @@ grpc::ServerUnaryReactor* DedupService::Topology(grpc::CallbackServerContext* co
   return reactor;
 }
 
-void DedupService::RecordRequest(Method method, absl::Time start, const grpc::Status& status) {
-  static constexpr const char* kCodeNames[] = {"OK",
-                                               "CANCELLED",
-                                               "UNKNOWN",
-                                               "INVALID_ARGUMENT",
-                                               "DEADLINE_EXCEEDED",
-                                               "NOT_FOUND",
-                                               "ALREADY_EXISTS",
-                                               "PERMISSION_DENIED",
-                                               "RESOURCE_EXHAUSTED",
-                                               "FAILED_PRECONDITION",
-                                               "ABORTED",
-                                               "OUT_OF_RANGE",
-                                               "UNIMPLEMENTED",
-                                               "INTERNAL",
-                                               "UNAVAILABLE",
-                                               "DATA_LOSS",
-                                               "UNAUTHENTICATED"};
-  const int code = static_cast<int>(status.error_code());
-  metrics_->RecordRequest(method, absl::Now() - start, code,
-                          code >= 0 && code <= 16 ? kCodeNames[code] : "UNKNOWN");
+void DedupService::RecordRequest(Method method, RequestStart start, const grpc::Status& status) {
+  metrics_->RecordRequest(method, absl::FromChrono(NowForLatency() - start), status.error_code());
   metrics_->RequestFinished();
 }
 
@@ -95,7 +74,7 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
                                               const Request* request, Response* response,
                                               Method method,
                                               void (*fill)(const storage::OpResult&, Response*)) {
-  const absl::Time start = absl::Now();
+  const RequestStart start = NowForLatency();
   metrics_->RequestStarted();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto finish = [this, reactor, method, start](const grpc::Status& status) {
@@ -115,7 +94,7 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
     }
     finish(ToGrpcStatus(result.status()));
   });
-  if (!queued) finish(kShuttingDown);
+  if (!queued) finish(ShuttingDownStatus());
   return reactor;
 }
 
@@ -152,7 +131,7 @@ grpc::ServerUnaryReactor* DedupService::Query(grpc::CallbackServerContext* conte
 grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* context,
                                               const v1::BatchRequest* request,
                                               v1::BatchResponse* response) {
-  const absl::Time start = absl::Now();
+  const RequestStart start = NowForLatency();
   metrics_->RequestStarted();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto finish = [this, reactor, start](const grpc::Status& status) {
@@ -168,7 +147,7 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
     ExecuteBatch(*request, response);
     finish(grpc::Status::OK);
   });
-  if (!queued) finish(kShuttingDown);
+  if (!queued) finish(ShuttingDownStatus());
   return reactor;
 }
 

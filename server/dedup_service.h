@@ -1,6 +1,8 @@
 #ifndef DEDUP_SERVER_DEDUP_SERVICE_H_
 #define DEDUP_SERVER_DEDUP_SERVICE_H_
 
+#include <memory>
+
 #include "dedup/v1/dedup.grpc.pb.h"
 #include "server/metrics.h"
 #include "server/request_translator.h"
@@ -57,9 +59,10 @@ class DedupService final : public v1::Dedup::CallbackService {
   // worker.
   void ExecuteBatch(const v1::BatchRequest& request, v1::BatchResponse* response);
 
-  // Counts a finished RPC (latency from `start`) and ends its in-flight
-  // count, which the handler began with metrics()->RequestStarted().
-  void RecordRequest(Method method, absl::Time start, const grpc::Status& status);
+  // Counts a finished RPC (latency from `start`, read from the steady
+  // clock so that wall-clock steps do not distort it) and ends its
+  // in-flight count, which the handler began with metrics()->RequestStarted().
+  void RecordRequest(Method method, RequestStart start, const grpc::Status& status);
 
   WorkerPool* pool() const { return pool_; }
   Metrics* metrics() const { return metrics_; }

@@ -1,6 +1,8 @@
 #include "server/metrics.h"
 
+#include <optional>
 #include <utility>
+#include <variant>
 
 namespace dedup::server {
 namespace {
@@ -18,28 +20,30 @@ prometheus::Histogram::BucketBoundaries LatencyBuckets() {
           0.025,   0.05,   0.1,     0.25,   0.5,   1,      2.5};
 }
 
-int ClaimIndex(Outcome outcome) {
-  switch (outcome) {
-    case Outcome::kAcquired:
-      return 0;
-    case Outcome::kInProgress:
-      return 1;
-    case Outcome::kCompleted:
-      return 2;
-    case Outcome::kFailed:
-      return 3;
-    default:
-      return 4;  // kMismatch
-  }
+// Outcome counters: one family per operation kind, labelled from the
+// outcome table (proto_mapping.h).
+struct OutcomeFamily {
+  OutcomeKind kind;
+  const char* name;
+  const char* help;
+};
+constexpr std::array<OutcomeFamily, kOutcomeKindCount> kOutcomeFamilies = {{
+    {OutcomeKind::kClaim, "dedup_claims_total", "Claims answered, by namespace and outcome."},
+    {OutcomeKind::kComplete, "dedup_completes_total",
+     "Completes answered, by namespace and outcome."},
+    {OutcomeKind::kRelease, "dedup_releases_total", "Releases answered, by namespace and outcome."},
+    {OutcomeKind::kExtend, "dedup_extends_total", "Extends answered, by namespace and outcome."},
+}};
+
+// The kind of `op` whose outcomes are counted; nullopt for Query.
+std::optional<OutcomeKind> KindOf(const storage::Operation& op) {
+  if (std::holds_alternative<storage::ClaimOp>(op)) return OutcomeKind::kClaim;
+  if (std::holds_alternative<storage::CompleteOp>(op)) return OutcomeKind::kComplete;
+  if (std::holds_alternative<storage::ReleaseOp>(op)) return OutcomeKind::kRelease;
+  if (std::holds_alternative<storage::ExtendOp>(op)) return OutcomeKind::kExtend;
+  return std::nullopt;
 }
 
-constexpr std::array<const char*, 5> kClaimOutcomes = {"acquired", "in_progress", "completed",
-                                                       "failed", "mismatch"};
-constexpr std::array<const char*, 4> kCompleteOutcomes = {"ok", "already_completed", "stale_token",
-                                                          "not_found"};
-constexpr std::array<const char*, 4> kReleaseOutcomes = {"ok", "failed", "stale_token",
-                                                         "not_found"};
-constexpr std::array<const char*, 3> kExtendOutcomes = {"ok", "stale_token", "not_found"};
 constexpr std::array<const char*, 3> kDropReasons = {"completed_retention", "failed_retention",
                                                      "abandoned"};
 
@@ -55,10 +59,6 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
                  const std::string& version)
     : max_namespace_labels_(max_namespace_labels),
       registry_(std::make_shared<prometheus::Registry>()),
-      claims_(BuildCounter()
-                  .Name("dedup_claims_total")
-                  .Help("Claims answered, by namespace and outcome.")
-                  .Register(*registry_)),
       duplicates_(BuildCounter()
                       .Name("dedup_duplicates_intercepted_total")
                       .Help("Claims of a key already completed or in progress elsewhere: "
@@ -69,18 +69,6 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
                      .Help("Claims that acquired a key over an expired lease (the previous "
                            "holder probably died).")
                      .Register(*registry_)),
-      completes_(BuildCounter()
-                     .Name("dedup_completes_total")
-                     .Help("Completes answered, by namespace and outcome.")
-                     .Register(*registry_)),
-      releases_(BuildCounter()
-                    .Name("dedup_releases_total")
-                    .Help("Releases answered, by namespace and outcome.")
-                    .Register(*registry_)),
-      extends_(BuildCounter()
-                   .Name("dedup_extends_total")
-                   .Help("Extends answered, by namespace and outcome.")
-                   .Register(*registry_)),
       stale_tokens_(BuildCounter()
                         .Name("dedup_stale_tokens_total")
                         .Help("Complete, Release or Extend refused for a token that is not the "
@@ -116,6 +104,10 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
                    .Help("Stored records by state (an estimate from sampling; 'expired' "
                          "awaits compaction).")
                    .Register(*registry_)) {
+  for (const OutcomeFamily& family : kOutcomeFamilies) {
+    outcome_families_[static_cast<size_t>(family.kind)] =
+        &BuildCounter().Name(family.name).Help(family.help).Register(*registry_);
+  }
   for (int m = 0; m < kMethodCount; ++m) {
     latency_[m] =
         &latency_family_.Add({{"method", MethodName(static_cast<Method>(m))}}, LatencyBuckets());
@@ -123,7 +115,7 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
   // Every method has its OK series from the start, so rate() sees the first
   // request and dashboards show 0 rather than no data.
   for (int m = 0; m < kMethodCount; ++m) {
-    requests_by_code_[m][0] =
+    requests_by_code_[m][static_cast<int>(grpc::StatusCode::OK)] =
         &requests_.Add({{"method", MethodName(static_cast<Method>(m))}, {"code", "OK"}});
   }
   for (size_t i = 0; i < kDropReasons.size(); ++i) {
@@ -153,21 +145,16 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
 
 Metrics::NamespaceSeries* Metrics::CreateSeries(const std::string& label) {
   auto s = new NamespaceSeries();
-  for (size_t i = 0; i < kClaimOutcomes.size(); ++i) {
-    s->claims[i] = &claims_.Add({{"namespace", label}, {"outcome", kClaimOutcomes[i]}});
+  for (const OutcomeFamily& family : kOutcomeFamilies) {
+    const size_t kind = static_cast<size_t>(family.kind);
+    for (const OutcomeRow& row : OutcomesOf(family.kind)) {
+      s->outcomes[kind].push_back(
+          &outcome_families_[kind]->Add({{"namespace", label}, {"outcome", row.label}}));
+    }
   }
   s->duplicates_completed = &duplicates_.Add({{"namespace", label}, {"kind", "completed"}});
   s->duplicates_in_progress = &duplicates_.Add({{"namespace", label}, {"kind", "in_progress"}});
   s->takeovers = &takeovers_.Add({{"namespace", label}});
-  for (size_t i = 0; i < kCompleteOutcomes.size(); ++i) {
-    s->completes[i] = &completes_.Add({{"namespace", label}, {"outcome", kCompleteOutcomes[i]}});
-  }
-  for (size_t i = 0; i < kReleaseOutcomes.size(); ++i) {
-    s->releases[i] = &releases_.Add({{"namespace", label}, {"outcome", kReleaseOutcomes[i]}});
-  }
-  for (size_t i = 0; i < kExtendOutcomes.size(); ++i) {
-    s->extends[i] = &extends_.Add({{"namespace", label}, {"outcome", kExtendOutcomes[i]}});
-  }
   s->stale_tokens = &stale_tokens_.Add({{"namespace", label}});
   s->mismatches = &mismatches_.Add({{"namespace", label}});
   s->poisoned = &poisoned_.Add({{"namespace", label}});
@@ -193,40 +180,27 @@ void Metrics::RecordOperation(const storage::Operation& op, const storage::OpRes
   const Outcome outcome = result.outcome;
   if (result.poisoned) s->poisoned->Increment();
   if (outcome == Outcome::kStaleToken) s->stale_tokens->Increment();
-  if (std::holds_alternative<storage::ClaimOp>(op)) {
-    s->claims[ClaimIndex(outcome)]->Increment();
-    if (outcome == Outcome::kCompleted) s->duplicates_completed->Increment();
-    if (outcome == Outcome::kInProgress) s->duplicates_in_progress->Increment();
-    if (outcome == Outcome::kMismatch) s->mismatches->Increment();
-    if (result.takeover) s->takeovers->Increment();
-  } else if (std::holds_alternative<storage::CompleteOp>(op)) {
-    const int i = outcome == Outcome::kOk                 ? 0
-                  : outcome == Outcome::kAlreadyCompleted ? 1
-                  : outcome == Outcome::kStaleToken       ? 2
-                                                          : 3;
-    s->completes[i]->Increment();
-  } else if (std::holds_alternative<storage::ReleaseOp>(op)) {
-    const int i = outcome == Outcome::kOk           ? 0
-                  : outcome == Outcome::kFailed     ? 1
-                  : outcome == Outcome::kStaleToken ? 2
-                                                    : 3;
-    s->releases[i]->Increment();
-  } else if (std::holds_alternative<storage::ExtendOp>(op)) {
-    const int i = outcome == Outcome::kOk ? 0 : outcome == Outcome::kStaleToken ? 1 : 2;
-    s->extends[i]->Increment();
-  }
+  const std::optional<OutcomeKind> kind = KindOf(op);
+  if (!kind.has_value()) return;
+  s->outcomes[static_cast<size_t>(*kind)][OutcomeIndex(*kind, outcome)]->Increment();
+  if (*kind != OutcomeKind::kClaim) return;
+  if (outcome == Outcome::kCompleted) s->duplicates_completed->Increment();
+  if (outcome == Outcome::kInProgress) s->duplicates_in_progress->Increment();
+  if (outcome == Outcome::kMismatch) s->mismatches->Increment();
+  if (result.takeover) s->takeovers->Increment();
 }
 
-void Metrics::RecordRequest(Method method, absl::Duration latency, int code,
-                            const char* code_name) {
+void Metrics::RecordRequest(Method method, absl::Duration latency, grpc::StatusCode code) {
   latency_[static_cast<int>(method)]->Observe(absl::ToDoubleSeconds(latency));
+  const int index = static_cast<int>(code);
+  if (index < 0 || index >= kGrpcCodeCount) code = grpc::StatusCode::UNKNOWN;
   std::atomic<prometheus::Counter*>& slot =
-      requests_by_code_[static_cast<int>(method)][code >= 0 && code < kCodeCount ? code : 2];
+      requests_by_code_[static_cast<int>(method)][static_cast<int>(code)];
   prometheus::Counter* counter = slot.load(std::memory_order_acquire);
   if (counter == nullptr) {
     // Family::Add returns the same series for the same labels, so a race
     // here only looks it up twice.
-    counter = &requests_.Add({{"method", MethodName(method)}, {"code", code_name}});
+    counter = &requests_.Add({{"method", MethodName(method)}, {"code", StatusCodeName(code)}});
     slot.store(counter, std::memory_order_release);
   }
   counter->Increment();

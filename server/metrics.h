@@ -3,6 +3,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,15 +14,23 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpcpp/support/status_code_enum.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/proto_mapping.h"
+#include "server/status_convert.h"
 #include "storage/operation.h"
-#include "storage/store.h"
+#include "storage/store_stats.h"
 
 namespace dedup::server {
+
+// When an RPC was received, for its latency: steady time, so that a step of
+// the wall clock does not distort the histogram.
+using RequestStart = std::chrono::steady_clock::time_point;
+inline RequestStart NowForLatency() { return std::chrono::steady_clock::now(); }
 
 // The RPCs, as the `method` label of request metrics.
 enum class Method { kClaim, kComplete, kRelease, kExtend, kQuery, kBatch, kStream, kScan };
@@ -47,8 +56,8 @@ class Metrics {
   void RecordOperation(const storage::Operation& op, const storage::OpResult& result);
 
   // One finished RPC (a Batch or Stream message counts once, its items in
-  // RecordOperation), with its gRPC status code and the code's name.
-  void RecordRequest(Method method, absl::Duration latency, int code, const char* code_name);
+  // RecordOperation), with its gRPC status code.
+  void RecordRequest(Method method, absl::Duration latency, grpc::StatusCode code);
   void RequestStarted() { in_flight_->Increment(); }
   void RequestFinished() { in_flight_->Decrement(); }
 
@@ -60,13 +69,11 @@ class Metrics {
  private:
   // Every series of one namespace label, created once.
   struct NamespaceSeries {
-    std::array<prometheus::Counter*, 5> claims;  // By Claim outcome.
+    // By OutcomeKind, then by OutcomeIndex (proto_mapping.h).
+    std::array<std::vector<prometheus::Counter*>, kOutcomeKindCount> outcomes;
     prometheus::Counter* duplicates_completed;
     prometheus::Counter* duplicates_in_progress;
     prometheus::Counter* takeovers;
-    std::array<prometheus::Counter*, 4> completes;  // ok, already_completed, stale_token, not_found
-    std::array<prometheus::Counter*, 4> releases;   // ok, failed, stale_token, not_found
-    std::array<prometheus::Counter*, 3> extends;    // ok, stale_token, not_found
     prometheus::Counter* stale_tokens;
     prometheus::Counter* mismatches;
     prometheus::Counter* poisoned;
@@ -77,18 +84,15 @@ class Metrics {
   const size_t max_namespace_labels_;
   const std::shared_ptr<prometheus::Registry> registry_;
 
-  prometheus::Family<prometheus::Counter>& claims_;
+  // dedup_claims_total, dedup_completes_total, ... by OutcomeKind.
+  std::array<prometheus::Family<prometheus::Counter>*, kOutcomeKindCount> outcome_families_;
   prometheus::Family<prometheus::Counter>& duplicates_;
   prometheus::Family<prometheus::Counter>& takeovers_;
-  prometheus::Family<prometheus::Counter>& completes_;
-  prometheus::Family<prometheus::Counter>& releases_;
-  prometheus::Family<prometheus::Counter>& extends_;
   prometheus::Family<prometheus::Counter>& stale_tokens_;
   prometheus::Family<prometheus::Counter>& mismatches_;
   prometheus::Family<prometheus::Counter>& poisoned_;
   prometheus::Family<prometheus::Counter>& requests_;
-  static constexpr int kCodeCount = 17;
-  std::array<std::array<std::atomic<prometheus::Counter*>, kCodeCount>, kMethodCount>
+  std::array<std::array<std::atomic<prometheus::Counter*>, kGrpcCodeCount>, kMethodCount>
       requests_by_code_{};
   prometheus::Family<prometheus::Histogram>& latency_family_;
   std::array<prometheus::Histogram*, kMethodCount> latency_;

@@ -40,7 +40,6 @@ class PolicyTable {
   absl::StatusOr<const Policy*> Find(absl::string_view ns) const;
 
   bool strict() const { return strict_; }
-  const Policy& default_policy() const { return default_; }
   const absl::flat_hash_map<std::string, Policy>& declared() const { return declared_; }
 
  private:

@@ -1,41 +1,18 @@
 #include "server/response_builder.h"
 
+#include <string>
+
+#include "server/proto_mapping.h"
+#include "server/status_convert.h"
+
 namespace dedup::server {
 namespace {
 
 using storage::Outcome;
 
-v1::RecordState ToProto(storage::State state) {
-  switch (state) {
-    case storage::State::kAbsent:
-      return v1::STATE_ABSENT;
-    case storage::State::kInProgress:
-      return v1::STATE_IN_PROGRESS;
-    case storage::State::kCompleted:
-      return v1::STATE_COMPLETED;
-    case storage::State::kReleased:
-      return v1::STATE_RELEASED;
-    case storage::State::kFailed:
-      return v1::STATE_FAILED;
-  }
-  return v1::STATE_UNSPECIFIED;
-}
-
-v1::ClaimResponse::Outcome ClaimOutcome(Outcome outcome) {
-  switch (outcome) {
-    case Outcome::kAcquired:
-      return v1::ClaimResponse::ACQUIRED;
-    case Outcome::kInProgress:
-      return v1::ClaimResponse::IN_PROGRESS;
-    case Outcome::kCompleted:
-      return v1::ClaimResponse::COMPLETED;
-    case Outcome::kFailed:
-      return v1::ClaimResponse::FAILED;
-    case Outcome::kMismatch:
-      return v1::ClaimResponse::MISMATCH;
-    default:
-      return v1::ClaimResponse::OUTCOME_UNSPECIFIED;
-  }
+template <typename Enum>
+Enum ProtoOutcome(OutcomeKind kind, Outcome outcome) {
+  return static_cast<Enum>(OutcomeRowOf(kind, outcome).proto);
 }
 
 }  // namespace
@@ -43,7 +20,7 @@ v1::ClaimResponse::Outcome ClaimOutcome(Outcome outcome) {
 void FillRecord(const storage::Record& r, v1::Record* out) {
   out->set_namespace_(r.ns);
   out->set_key(r.key);
-  out->set_state(ToProto(r.state));
+  out->set_state(StateToProto(r.state));
   out->set_owner(r.owner);
   out->set_token(r.token);
   out->set_fingerprint(r.fingerprint);
@@ -58,7 +35,7 @@ void FillRecord(const storage::Record& r, v1::Record* out) {
 
 void FillClaim(const storage::OpResult& result, v1::ClaimResponse* out) {
   const storage::Record& r = result.record;
-  out->set_outcome(ClaimOutcome(result.outcome));
+  out->set_outcome(ProtoOutcome<v1::ClaimResponse::Outcome>(OutcomeKind::kClaim, result.outcome));
   out->set_token(r.token);
   out->set_attempts(r.attempts);
   switch (result.outcome) {
@@ -80,53 +57,23 @@ void FillClaim(const storage::OpResult& result, v1::ClaimResponse* out) {
 }
 
 void FillComplete(const storage::OpResult& result, v1::CompleteResponse* out) {
-  switch (result.outcome) {
-    case Outcome::kOk:
-      out->set_outcome(v1::CompleteResponse::OK);
-      break;
-    case Outcome::kAlreadyCompleted:
-      out->set_outcome(v1::CompleteResponse::ALREADY_COMPLETED);
-      break;
-    case Outcome::kStaleToken:
-      out->set_outcome(v1::CompleteResponse::STALE_TOKEN);
-      return;
-    default:
-      out->set_outcome(v1::CompleteResponse::NOT_FOUND);
-      return;
+  out->set_outcome(
+      ProtoOutcome<v1::CompleteResponse::Outcome>(OutcomeKind::kComplete, result.outcome));
+  if (result.outcome == Outcome::kOk || result.outcome == Outcome::kAlreadyCompleted) {
+    out->set_retention_expires_ms(result.record.retention_expires_ms);
   }
-  out->set_retention_expires_ms(result.record.retention_expires_ms);
 }
 
 void FillRelease(const storage::OpResult& result, v1::ReleaseResponse* out) {
-  switch (result.outcome) {
-    case Outcome::kOk:
-      out->set_outcome(v1::ReleaseResponse::OK);
-      break;
-    case Outcome::kFailed:
-      out->set_outcome(v1::ReleaseResponse::FAILED);
-      break;
-    case Outcome::kStaleToken:
-      out->set_outcome(v1::ReleaseResponse::STALE_TOKEN);
-      break;
-    default:
-      out->set_outcome(v1::ReleaseResponse::NOT_FOUND);
-      break;
-  }
+  out->set_outcome(
+      ProtoOutcome<v1::ReleaseResponse::Outcome>(OutcomeKind::kRelease, result.outcome));
   out->set_attempts(result.record.attempts);
 }
 
 void FillExtend(const storage::OpResult& result, v1::ExtendResponse* out) {
-  switch (result.outcome) {
-    case Outcome::kOk:
-      out->set_outcome(v1::ExtendResponse::OK);
-      out->set_lease_expires_ms(result.record.lease_expires_ms);
-      break;
-    case Outcome::kStaleToken:
-      out->set_outcome(v1::ExtendResponse::STALE_TOKEN);
-      break;
-    default:
-      out->set_outcome(v1::ExtendResponse::NOT_FOUND);
-      break;
+  out->set_outcome(ProtoOutcome<v1::ExtendResponse::Outcome>(OutcomeKind::kExtend, result.outcome));
+  if (result.outcome == Outcome::kOk) {
+    out->set_lease_expires_ms(result.record.lease_expires_ms);
   }
 }
 
@@ -138,8 +85,9 @@ void FillOperationResult(const v1::Operation& operation,
                          const absl::StatusOr<storage::OpResult>& result,
                          v1::OperationResult* out) {
   if (!result.ok()) {
-    out->mutable_error()->set_code(static_cast<int32_t>(result.status().code()));
-    out->mutable_error()->set_message(std::string(result.status().message()));
+    const grpc::Status status = ToGrpcStatus(result.status());
+    out->mutable_error()->set_code(static_cast<int32_t>(status.error_code()));
+    out->mutable_error()->set_message(status.error_message());
     return;
   }
   switch (operation.op_case()) {

@@ -1,40 +1,17 @@
 #include "server/scan_reactor.h"
 
-#include "absl/strings/str_cat.h"
 #include "server/dedup_service.h"
+#include "server/proto_mapping.h"
 #include "server/response_builder.h"
 #include "server/status_convert.h"
 
 namespace dedup::server {
-namespace {
-
-absl::StatusOr<storage::State> StateFilter(v1::RecordState state) {
-  switch (state) {
-    case v1::STATE_UNSPECIFIED:
-      return storage::State::kAbsent;  // Every live state.
-    case v1::STATE_IN_PROGRESS:
-      return storage::State::kInProgress;
-    case v1::STATE_COMPLETED:
-      return storage::State::kCompleted;
-    case v1::STATE_RELEASED:
-      return storage::State::kReleased;
-    case v1::STATE_FAILED:
-      return storage::State::kFailed;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("state: must be a stored state (IN_PROGRESS, COMPLETED, RELEASED, FAILED) "
-                       "or unset, got ",
-                       v1::RecordState_Name(state)));
-  }
-}
-
-}  // namespace
 
 ScanReactor::ScanReactor(DedupService* service, const v1::ScanRequest& request)
     : service_(service), limit_(request.limit()) {
   service_->metrics()->RequestStarted();
   absl::StatusOr<const Policy*> policy = service_->translator().Resolve(request.namespace_());
-  absl::StatusOr<storage::State> state = StateFilter(request.state());
+  absl::StatusOr<storage::State> state = StateFilterFromProto(request.state());
   absl::Status invalid = !policy.ok() ? policy.status() : state.status();
   if (!invalid.ok()) {
     Done(ToGrpcStatus(invalid));
@@ -63,7 +40,7 @@ void ScanReactor::FetchPage() {
     WriteNext();
   });
   if (!queued) {
-    Done(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+    Done(ShuttingDownStatus());
   }
 }
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "absl/time/time.h"
 #include "dedup/v1/dedup.grpc.pb.h"
+#include "server/metrics.h"
 #include "storage/store.h"
 
 namespace dedup::server {
@@ -41,7 +41,7 @@ class ScanReactor final : public grpc::ServerWriteReactor<v1::Record> {
   std::vector<v1::Record> page_;
   size_t next_ = 0;
   std::atomic<bool> cancelled_{false};
-  const absl::Time start_ = absl::Now();
+  const RequestStart start_ = NowForLatency();
 };
 
 }  // namespace dedup::server

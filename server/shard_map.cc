@@ -36,9 +36,4 @@ absl::Status ShardMap::CheckOwned(absl::string_view ns, absl::string_view key) c
                    "; this is node ", self_, " (fetch the Topology and send it there)"));
 }
 
-std::string ShardMap::Identity() const {
-  if (nodes_.size() <= 1) return "single node";
-  return absl::StrCat("node ", self_, " of ", nodes_.size());
-}
-
 }  // namespace dedup::server

@@ -28,8 +28,6 @@ class ShardMap {
   uint32_t self() const { return self_; }
   // Changes whenever the shard count or the node list changes.
   uint64_t version() const { return version_; }
-  // "single node" or "node 1 of 3": what a data directory is created for.
-  std::string Identity() const;
 
  private:
   const uint32_t shard_count_;

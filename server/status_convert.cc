@@ -9,4 +9,14 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
+grpc::Status ShuttingDownStatus() {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
+}
+
+std::string StatusCodeName(grpc::StatusCode code) {
+  // absl and gRPC codes are one to one, and Abseil spells them as gRPC does.
+  std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+  return name.empty() ? "UNKNOWN" : name;
+}
+
 }  // namespace dedup::server

@@ -1,6 +1,8 @@
 #ifndef DEDUP_SERVER_STATUS_CONVERT_H_
 #define DEDUP_SERVER_STATUS_CONVERT_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "grpcpp/support/status.h"
 
@@ -10,6 +12,17 @@ namespace dedup::server {
 // gRPC codes map one to one; DATA_LOSS and INTERNAL from storage are kept
 // as they are (they are not the caller's to retry blindly).
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// The answer to a call that arrives, or cannot be queued, while the server
+// drains for shutdown: UNAVAILABLE, so clients retry elsewhere or later.
+grpc::Status ShuttingDownStatus();
+
+// gRPC status codes are 0..kGrpcCodeCount-1 (OK..UNAUTHENTICATED).
+inline constexpr int kGrpcCodeCount = static_cast<int>(grpc::StatusCode::UNAUTHENTICATED) + 1;
+
+// The canonical name of a gRPC status code ("INVALID_ARGUMENT"), as the
+// `code` label of request metrics; "UNKNOWN" for a value out of range.
+std::string StatusCodeName(grpc::StatusCode code);
 
 }  // namespace dedup::server
 

@@ -40,7 +40,7 @@ void StreamReactor::OnReadDone(bool ok) {
     read_more = in_flight_ < kMaxInFlight;
     reading_paused_ = !read_more;
   }
-  const absl::Time start = absl::Now();
+  const RequestStart start = NowForLatency();
   service_->metrics()->RequestStarted();
   const bool queued = service_->pool()->Submit([this, start, request = std::move(request)] {
     v1::BatchResponse response;
@@ -49,13 +49,12 @@ void StreamReactor::OnReadDone(bool ok) {
     Answer(std::move(response));
   });
   if (!queued) {
-    service_->RecordRequest(Method::kStream, start,
-                            grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down"));
+    service_->RecordRequest(Method::kStream, start, ShuttingDownStatus());
     {
       absl::MutexLock lock(&mu_);
       --in_flight_;
       reads_done_ = true;
-      final_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
+      final_status_ = ShuttingDownStatus();
     }
     MaybeFinish();
     return;
