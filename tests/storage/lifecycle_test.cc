@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "storage/operation.h"
 #include "storage/record.h"
+#include "tests/storage/op_builders.h"
 #include "tests/storage/printers.h"
 
 // The transitions of DESIGN §3 as a pure function: no database, no clock,
@@ -16,13 +17,8 @@
 namespace dedup::storage {
 namespace {
 
-constexpr char kNs[] = "coupon-deduct";
 constexpr char kKey[] = "order-42";
 constexpr int64_t kNow = 1'700'000'000'000;
-constexpr int64_t kLeaseMs = 30'000;
-constexpr int64_t kRetentionMs = 24 * 3600 * 1000;
-constexpr int64_t kFailedRetentionMs = 7 * 24 * 3600 * 1000ll;
-constexpr uint32_t kMaxAttempts = 3;
 
 // A token source that counts its calls and can be told to fail.
 class FakeTokens {
@@ -43,54 +39,6 @@ class FakeTokens {
   int calls_ = 0;
   bool fail_ = false;
 };
-
-ClaimOp Claim(const std::string& owner, const std::string& fingerprint = "") {
-  ClaimOp op;
-  op.ns = kNs;
-  op.key = kKey;
-  op.owner = owner;
-  op.fingerprint = fingerprint;
-  op.lease_ms = kLeaseMs;
-  op.max_attempts = kMaxAttempts;
-  op.failed_retention_ms = kFailedRetentionMs;
-  return op;
-}
-
-CompleteOp Complete(uint64_t token, const std::string& result = "done") {
-  CompleteOp op;
-  op.ns = kNs;
-  op.key = kKey;
-  op.token = token;
-  op.result = result;
-  op.retention_ms = kRetentionMs;
-  return op;
-}
-
-ReleaseOp Release(uint64_t token) {
-  ReleaseOp op;
-  op.ns = kNs;
-  op.key = kKey;
-  op.token = token;
-  op.max_attempts = kMaxAttempts;
-  op.failed_retention_ms = kFailedRetentionMs;
-  return op;
-}
-
-ExtendOp Extend(uint64_t token, int64_t lease_ms) {
-  ExtendOp op;
-  op.ns = kNs;
-  op.key = kKey;
-  op.token = token;
-  op.lease_ms = lease_ms;
-  return op;
-}
-
-QueryOp Query() {
-  QueryOp op;
-  op.ns = kNs;
-  op.key = kKey;
-  return op;
-}
 
 // The record of a claim by `owner` with `token`, made at kNow - 1000.
 Record InProgress(const std::string& owner, uint64_t token, uint32_t attempts = 1) {
@@ -145,7 +93,7 @@ Transition Decided(const Operation& op, const std::optional<Record>& current, in
 
 TEST(LifecycleTest, ClaimOfUnknownKeyAcquiresAndStoresFreshRecord) {
   FakeTokens tokens(100);
-  const Transition t = Decided(Claim("worker-a", "sha-1"), std::nullopt, kNow, tokens);
+  const Transition t = Decided(Claim(kKey, "worker-a", "sha-1"), std::nullopt, kNow, tokens);
 
   EXPECT_EQ(t.result.outcome, Outcome::kAcquired);
   EXPECT_FALSE(t.result.takeover);
@@ -168,7 +116,7 @@ TEST(LifecycleTest, ClaimOfUnknownKeyAcquiresAndStoresFreshRecord) {
 TEST(LifecycleTest, ReentrantClaimByLeaseHolderReturnsSameTokenWithoutWriting) {
   FakeTokens tokens;
   const Record held = InProgress("worker-a", 7);
-  const Transition t = Decided(Claim("worker-a"), held, kNow, tokens);
+  const Transition t = Decided(Claim(kKey, "worker-a"), held, kNow, tokens);
 
   EXPECT_EQ(t.result.outcome, Outcome::kAcquired);
   EXPECT_EQ(t.result.record.token, 7u);
@@ -180,7 +128,7 @@ TEST(LifecycleTest, ReentrantClaimByLeaseHolderReturnsSameTokenWithoutWriting) {
 TEST(LifecycleTest, ClaimOfLiveLeaseByOtherOwnerReportsHolderWithoutDrawingToken) {
   FakeTokens tokens;
   const Record held = InProgress("worker-a", 7);
-  const Transition t = Decided(Claim("worker-b"), held, kNow, tokens);
+  const Transition t = Decided(Claim(kKey, "worker-b"), held, kNow, tokens);
 
   EXPECT_EQ(t.result.outcome, Outcome::kInProgress);
   EXPECT_EQ(t.result.record.owner, "worker-a");
@@ -192,9 +140,10 @@ TEST(LifecycleTest, ClaimOfLiveLeaseByOtherOwnerReportsHolderWithoutDrawingToken
 TEST(LifecycleTest, LeaseEndsExactlyAtItsExpiryInstant) {
   FakeTokens tokens;
   const Record held = InProgress("worker-a", 7);
-  EXPECT_EQ(Decided(Claim("worker-b"), held, held.lease_expires_ms - 1, tokens).result.outcome,
-            Outcome::kInProgress);
-  EXPECT_EQ(Decided(Claim("worker-b"), held, held.lease_expires_ms, tokens).result.outcome,
+  EXPECT_EQ(
+      Decided(Claim(kKey, "worker-b"), held, held.lease_expires_ms - 1, tokens).result.outcome,
+      Outcome::kInProgress);
+  EXPECT_EQ(Decided(Claim(kKey, "worker-b"), held, held.lease_expires_ms, tokens).result.outcome,
             Outcome::kAcquired);
 }
 
@@ -202,7 +151,7 @@ TEST(LifecycleTest, ClaimOverLapsedLeaseTakesOverAsNewAttempt) {
   FakeTokens tokens(50);
   const Record held = InProgress("worker-a", 7);
   const int64_t later = held.lease_expires_ms + 5;
-  const Transition t = Decided(Claim("worker-b"), held, later, tokens);
+  const Transition t = Decided(Claim(kKey, "worker-b"), held, later, tokens);
 
   EXPECT_EQ(t.result.outcome, Outcome::kAcquired);
   EXPECT_TRUE(t.result.takeover);
@@ -218,7 +167,7 @@ TEST(LifecycleTest, ClaimOverLapsedLeaseTakesOverAsNewAttempt) {
 TEST(LifecycleTest, SameOwnerClaimAfterOwnLeaseLapsedGetsNewToken) {
   FakeTokens tokens(50);
   const Record held = InProgress("worker-a", 7);
-  const Transition t = Decided(Claim("worker-a"), held, held.lease_expires_ms, tokens);
+  const Transition t = Decided(Claim(kKey, "worker-a"), held, held.lease_expires_ms, tokens);
   EXPECT_EQ(t.result.outcome, Outcome::kAcquired);
   EXPECT_TRUE(t.result.takeover);
   EXPECT_EQ(t.stored.token, 50u);
@@ -228,7 +177,7 @@ TEST(LifecycleTest, ClaimOverLapsedLeaseAtMaxAttemptsPoisonsWithoutDrawingToken)
   FakeTokens tokens;
   const Record held = InProgress("worker-a", 7, kMaxAttempts);
   const int64_t later = held.lease_expires_ms + 1;
-  const Transition t = Decided(Claim("worker-b"), held, later, tokens);
+  const Transition t = Decided(Claim(kKey, "worker-b"), held, later, tokens);
 
   EXPECT_EQ(t.result.outcome, Outcome::kFailed);
   EXPECT_EQ(tokens.calls(), 0);
@@ -241,7 +190,7 @@ TEST(LifecycleTest, ClaimOverLapsedLeaseAtMaxAttemptsPoisonsWithoutDrawingToken)
 
 TEST(LifecycleTest, ClaimOfReleasedKeyAcquiresWithoutTakeover) {
   FakeTokens tokens(50);
-  const Transition t = Decided(Claim("worker-b"), Released(7), kNow, tokens);
+  const Transition t = Decided(Claim(kKey, "worker-b"), Released(7), kNow, tokens);
 
   EXPECT_EQ(t.result.outcome, Outcome::kAcquired);
   EXPECT_FALSE(t.result.takeover);
@@ -253,7 +202,7 @@ TEST(LifecycleTest, ClaimOfReleasedKeyAcquiresWithoutTakeover) {
 TEST(LifecycleTest, ClaimOfCompletedKeyReplaysStoredResult) {
   FakeTokens tokens;
   const Record done = Completed(7, "receipt-9");
-  const Transition t = Decided(Claim("worker-b"), done, kNow, tokens);
+  const Transition t = Decided(Claim(kKey, "worker-b"), done, kNow, tokens);
 
   EXPECT_EQ(t.result.outcome, Outcome::kCompleted);
   EXPECT_EQ(t.result.record.result, "receipt-9");
@@ -264,7 +213,7 @@ TEST(LifecycleTest, ClaimOfCompletedKeyReplaysStoredResult) {
 
 TEST(LifecycleTest, ClaimOfPoisonedKeyAnswersFailed) {
   FakeTokens tokens;
-  const Transition t = Decided(Claim("worker-b"), Failed(7), kNow, tokens);
+  const Transition t = Decided(Claim(kKey, "worker-b"), Failed(7), kNow, tokens);
   EXPECT_EQ(t.result.outcome, Outcome::kFailed);
   EXPECT_FALSE(t.write);
   EXPECT_EQ(tokens.calls(), 0);
@@ -275,7 +224,7 @@ TEST(LifecycleTest, ClaimAfterRetentionEndedStartsFreshRecord) {
   Record done = Completed(7, "receipt-9");
   done.fingerprint = "sha-old";
   const int64_t later = done.retention_expires_ms;
-  const Transition t = Decided(Claim("worker-b", "sha-new"), done, later, tokens);
+  const Transition t = Decided(Claim(kKey, "worker-b", "sha-new"), done, later, tokens);
 
   EXPECT_EQ(t.result.outcome, Outcome::kAcquired);
   EXPECT_FALSE(t.result.takeover);
@@ -292,14 +241,14 @@ TEST(LifecycleTest, FingerprintsMismatchOnlyWhenBothGivenAndDifferent) {
   FakeTokens tokens;
   Record held = InProgress("worker-a", 7);
   held.fingerprint = "sha-1";
-  EXPECT_EQ(Decided(Claim("worker-b", "sha-2"), held, kNow, tokens).result.outcome,
+  EXPECT_EQ(Decided(Claim(kKey, "worker-b", "sha-2"), held, kNow, tokens).result.outcome,
             Outcome::kMismatch);
-  EXPECT_EQ(Decided(Claim("worker-b", "sha-1"), held, kNow, tokens).result.outcome,
+  EXPECT_EQ(Decided(Claim(kKey, "worker-b", "sha-1"), held, kNow, tokens).result.outcome,
             Outcome::kInProgress);
-  EXPECT_EQ(Decided(Claim("worker-b", ""), held, kNow, tokens).result.outcome,
+  EXPECT_EQ(Decided(Claim(kKey, "worker-b", ""), held, kNow, tokens).result.outcome,
             Outcome::kInProgress);
   held.fingerprint = "";
-  EXPECT_EQ(Decided(Claim("worker-b", "sha-2"), held, kNow, tokens).result.outcome,
+  EXPECT_EQ(Decided(Claim(kKey, "worker-b", "sha-2"), held, kNow, tokens).result.outcome,
             Outcome::kInProgress);
   EXPECT_EQ(tokens.calls(), 0);
 }
@@ -308,7 +257,8 @@ TEST(LifecycleTest, FingerprintOfLapsedLeaseStillGuardsTheKey) {
   FakeTokens tokens;
   Record held = InProgress("worker-a", 7);
   held.fingerprint = "sha-1";
-  const Transition t = Decided(Claim("worker-b", "sha-2"), held, held.lease_expires_ms + 1, tokens);
+  const Transition t =
+      Decided(Claim(kKey, "worker-b", "sha-2"), held, held.lease_expires_ms + 1, tokens);
   EXPECT_EQ(t.result.outcome, Outcome::kMismatch);
   EXPECT_FALSE(t.write);
   EXPECT_EQ(tokens.calls(), 0);
@@ -316,12 +266,12 @@ TEST(LifecycleTest, FingerprintOfLapsedLeaseStillGuardsTheKey) {
 
 TEST(LifecycleTest, ReacquiredRecordAdoptsFirstFingerprintGiven) {
   FakeTokens tokens;
-  const Transition adopted = Decided(Claim("worker-b", "sha-2"), Released(7), kNow, tokens);
+  const Transition adopted = Decided(Claim(kKey, "worker-b", "sha-2"), Released(7), kNow, tokens);
   EXPECT_EQ(adopted.stored.fingerprint, "sha-2");
 
   Record with_fingerprint = Released(7);
   with_fingerprint.fingerprint = "sha-1";
-  const Transition kept = Decided(Claim("worker-b", ""), with_fingerprint, kNow, tokens);
+  const Transition kept = Decided(Claim(kKey, "worker-b", ""), with_fingerprint, kNow, tokens);
   EXPECT_EQ(kept.result.outcome, Outcome::kAcquired);
   EXPECT_EQ(kept.stored.fingerprint, "sha-1");
 }
@@ -330,7 +280,7 @@ TEST(LifecycleTest, FailingTokenSourceFailsTheWinningClaim) {
   FakeTokens tokens;
   tokens.FailFromNowOn();
   const absl::StatusOr<Transition> t =
-      Decide(Claim("worker-a"), std::nullopt, kNow, [&tokens] { return tokens.Next(); });
+      Decide(Claim(kKey, "worker-a"), std::nullopt, kNow, [&tokens] { return tokens.Next(); });
   EXPECT_EQ(t.status().code(), absl::StatusCode::kUnavailable);
 }
 
@@ -339,7 +289,7 @@ TEST(LifecycleTest, FailingTokenSourceLeavesClaimsThatDoNotWinAlone) {
   tokens.FailFromNowOn();
   for (const Record& current : {InProgress("worker-a", 7), Completed(7, "r"), Failed(7)}) {
     const absl::StatusOr<Transition> t =
-        Decide(Claim("worker-b"), current, kNow, [&tokens] { return tokens.Next(); });
+        Decide(Claim(kKey, "worker-b"), current, kNow, [&tokens] { return tokens.Next(); });
     EXPECT_TRUE(t.ok()) << StateName(current.state) << ": " << t.status();
   }
   EXPECT_EQ(tokens.calls(), 0);
@@ -349,7 +299,8 @@ TEST(LifecycleTest, FailingTokenSourceLeavesClaimsThatDoNotWinAlone) {
 
 TEST(LifecycleTest, CompleteWithNewestTokenStoresResultAndStartsRetention) {
   FakeTokens tokens;
-  const Transition t = Decided(Complete(7, "receipt-9"), InProgress("worker-a", 7), kNow, tokens);
+  const Transition t =
+      Decided(Complete(kKey, 7, "receipt-9"), InProgress("worker-a", 7), kNow, tokens);
 
   EXPECT_EQ(t.result.outcome, Outcome::kOk);
   ASSERT_TRUE(t.write);
@@ -365,14 +316,14 @@ TEST(LifecycleTest, CompleteWithNewestTokenStoresResultAndStartsRetention) {
 TEST(LifecycleTest, CompleteWithNewestTokenSucceedsAfterLeaseLapsed) {
   FakeTokens tokens;
   const Record held = InProgress("worker-a", 7);
-  const Transition t = Decided(Complete(7), held, held.lease_expires_ms + 10'000, tokens);
+  const Transition t = Decided(Complete(kKey, 7), held, held.lease_expires_ms + 10'000, tokens);
   EXPECT_EQ(t.result.outcome, Outcome::kOk);
   EXPECT_EQ(t.stored.state, State::kCompleted);
 }
 
 TEST(LifecycleTest, CompleteRetryWithSameTokenAnswersAlreadyCompleted) {
   FakeTokens tokens;
-  const Transition t = Decided(Complete(7, "second"), Completed(7, "first"), kNow, tokens);
+  const Transition t = Decided(Complete(kKey, 7, "second"), Completed(7, "first"), kNow, tokens);
   EXPECT_EQ(t.result.outcome, Outcome::kAlreadyCompleted);
   EXPECT_EQ(t.result.record.result, "first");
   EXPECT_FALSE(t.write);
@@ -380,11 +331,12 @@ TEST(LifecycleTest, CompleteRetryWithSameTokenAnswersAlreadyCompleted) {
 
 TEST(LifecycleTest, CompleteWithOlderTokenAnswersStaleToken) {
   FakeTokens tokens;
-  const Transition over_claim = Decided(Complete(6), InProgress("worker-b", 7, 2), kNow, tokens);
+  const Transition over_claim =
+      Decided(Complete(kKey, 6), InProgress("worker-b", 7, 2), kNow, tokens);
   EXPECT_EQ(over_claim.result.outcome, Outcome::kStaleToken);
   EXPECT_FALSE(over_claim.write);
 
-  const Transition over_completion = Decided(Complete(6), Completed(7, "r"), kNow, tokens);
+  const Transition over_completion = Decided(Complete(kKey, 6), Completed(7, "r"), kNow, tokens);
   EXPECT_EQ(over_completion.result.outcome, Outcome::kStaleToken);
   EXPECT_FALSE(over_completion.write);
 }
@@ -393,7 +345,7 @@ TEST(LifecycleTest, CompleteWithOlderTokenAnswersStaleToken) {
 
 TEST(LifecycleTest, ReleaseBelowMaxAttemptsReleasesFromNow) {
   FakeTokens tokens;
-  const Transition t = Decided(Release(7), InProgress("worker-a", 7), kNow, tokens);
+  const Transition t = Decided(Release(kKey, 7), InProgress("worker-a", 7), kNow, tokens);
   EXPECT_EQ(t.result.outcome, Outcome::kOk);
   ASSERT_TRUE(t.write);
   EXPECT_EQ(t.stored.state, State::kReleased);
@@ -405,7 +357,8 @@ TEST(LifecycleTest, ReleaseBelowMaxAttemptsReleasesFromNow) {
 
 TEST(LifecycleTest, ReleaseAtMaxAttemptsPoisonsForFailedRetention) {
   FakeTokens tokens;
-  const Transition t = Decided(Release(7), InProgress("worker-a", 7, kMaxAttempts), kNow, tokens);
+  const Transition t =
+      Decided(Release(kKey, 7), InProgress("worker-a", 7, kMaxAttempts), kNow, tokens);
   EXPECT_EQ(t.result.outcome, Outcome::kFailed);
   ASSERT_TRUE(t.write);
   EXPECT_EQ(t.stored.state, State::kFailed);
@@ -415,7 +368,7 @@ TEST(LifecycleTest, ReleaseAtMaxAttemptsPoisonsForFailedRetention) {
 TEST(LifecycleTest, ReleaseWithNewestTokenSucceedsAfterLeaseLapsed) {
   FakeTokens tokens;
   const Record held = InProgress("worker-a", 7);
-  const Transition t = Decided(Release(7), held, held.lease_expires_ms + 1, tokens);
+  const Transition t = Decided(Release(kKey, 7), held, held.lease_expires_ms + 1, tokens);
   EXPECT_EQ(t.result.outcome, Outcome::kOk);
   EXPECT_EQ(t.stored.state, State::kReleased);
 }
@@ -424,7 +377,7 @@ TEST(LifecycleTest, ReleaseWithNewestTokenSucceedsAfterLeaseLapsed) {
 
 TEST(LifecycleTest, ExtendRenewsLeaseFromNow) {
   FakeTokens tokens;
-  const Transition t = Decided(Extend(7, 90'000), InProgress("worker-a", 7), kNow, tokens);
+  const Transition t = Decided(Extend(kKey, 7, 90'000), InProgress("worker-a", 7), kNow, tokens);
   EXPECT_EQ(t.result.outcome, Outcome::kOk);
   ASSERT_TRUE(t.write);
   EXPECT_EQ(t.stored.lease_expires_ms, kNow + 90'000);
@@ -437,7 +390,7 @@ TEST(LifecycleTest, ExtendWithNewestTokenRevivesLapsedLease) {
   FakeTokens tokens;
   const Record held = InProgress("worker-a", 7);
   const int64_t later = held.lease_expires_ms + 1;
-  const Transition t = Decided(Extend(7, kLeaseMs), held, later, tokens);
+  const Transition t = Decided(Extend(kKey, 7, kLeaseMs), held, later, tokens);
   EXPECT_EQ(t.result.outcome, Outcome::kOk);
   EXPECT_EQ(t.stored.lease_expires_ms, later + kLeaseMs);
 }
@@ -446,8 +399,8 @@ TEST(LifecycleTest, ExtendWithNewestTokenRevivesLapsedLease) {
 
 TEST(LifecycleTest, CompleteReleaseExtendOfNothingAnswerNotFound) {
   FakeTokens tokens;
-  for (const Operation& op :
-       {Operation(Complete(1)), Operation(Release(1)), Operation(Extend(1, kLeaseMs))}) {
+  for (const Operation& op : {Operation(Complete(kKey, 1)), Operation(Release(kKey, 1)),
+                              Operation(Extend(kKey, 1, kLeaseMs))}) {
     const Transition t = Decided(op, std::nullopt, kNow, tokens);
     EXPECT_EQ(t.result.outcome, Outcome::kNotFound);
     EXPECT_EQ(t.result.record.ns, kNs);
@@ -459,8 +412,8 @@ TEST(LifecycleTest, CompleteReleaseExtendOfNothingAnswerNotFound) {
 TEST(LifecycleTest, CompleteReleaseExtendAfterRetentionEndedAnswerNotFound) {
   FakeTokens tokens;
   const Record done = Completed(7, "r");
-  for (const Operation& op :
-       {Operation(Complete(7)), Operation(Release(7)), Operation(Extend(7, kLeaseMs))}) {
+  for (const Operation& op : {Operation(Complete(kKey, 7)), Operation(Release(kKey, 7)),
+                              Operation(Extend(kKey, 7, kLeaseMs))}) {
     const Transition t = Decided(op, done, done.retention_expires_ms, tokens);
     EXPECT_EQ(t.result.outcome, Outcome::kNotFound);
     EXPECT_FALSE(t.write);
@@ -469,7 +422,7 @@ TEST(LifecycleTest, CompleteReleaseExtendAfterRetentionEndedAnswerNotFound) {
 
 TEST(LifecycleTest, CompleteAndExtendOfReleasedClaimAnswerStaleToken) {
   FakeTokens tokens;
-  for (const Operation& op : {Operation(Complete(7)), Operation(Extend(7, kLeaseMs))}) {
+  for (const Operation& op : {Operation(Complete(kKey, 7)), Operation(Extend(kKey, 7, kLeaseMs))}) {
     const Transition t = Decided(op, Released(7), kNow, tokens);
     EXPECT_EQ(t.result.outcome, Outcome::kStaleToken) << "operation #" << op.index();
     EXPECT_FALSE(t.write);
@@ -480,7 +433,7 @@ TEST(LifecycleTest, CompleteAndExtendOfPoisonedKeyAnswerStaleToken) {
   FakeTokens tokens;
   // The poisoned record keeps the token of its last holder; that holder may
   // not finish or revive it.
-  for (const Operation& op : {Operation(Complete(7)), Operation(Extend(7, kLeaseMs))}) {
+  for (const Operation& op : {Operation(Complete(kKey, 7)), Operation(Extend(kKey, 7, kLeaseMs))}) {
     const Transition t = Decided(op, Failed(7), kNow, tokens);
     EXPECT_EQ(t.result.outcome, Outcome::kStaleToken) << "operation #" << op.index();
     EXPECT_FALSE(t.write);
@@ -490,7 +443,7 @@ TEST(LifecycleTest, CompleteAndExtendOfPoisonedKeyAnswerStaleToken) {
 TEST(LifecycleTest, ReleaseRetryWithSameTokenAnswersOkAgainWithoutWriting) {
   FakeTokens tokens;
   const Record released = Released(7);
-  const Transition t = Decided(Release(7), released, kNow, tokens);
+  const Transition t = Decided(Release(kKey, 7), released, kNow, tokens);
   EXPECT_EQ(t.result.outcome, Outcome::kOk);
   EXPECT_EQ(t.result.record.state, State::kReleased);
   EXPECT_EQ(t.result.record.lease_expires_ms, released.lease_expires_ms);
@@ -500,10 +453,10 @@ TEST(LifecycleTest, ReleaseRetryWithSameTokenAnswersOkAgainWithoutWriting) {
 TEST(LifecycleTest, ReleaseRetryAfterPoisoningReleaseAnswersFailedAgain) {
   FakeTokens tokens;
   const Transition first =
-      Decided(Release(7), InProgress("worker-a", 7, kMaxAttempts), kNow, tokens);
+      Decided(Release(kKey, 7), InProgress("worker-a", 7, kMaxAttempts), kNow, tokens);
   ASSERT_EQ(first.result.outcome, Outcome::kFailed);
 
-  const Transition retry = Decided(Release(7), first.stored, kNow + 10, tokens);
+  const Transition retry = Decided(Release(kKey, 7), first.stored, kNow + 10, tokens);
   EXPECT_EQ(retry.result.outcome, Outcome::kFailed);
   EXPECT_FALSE(retry.write);
 }
@@ -511,7 +464,7 @@ TEST(LifecycleTest, ReleaseRetryAfterPoisoningReleaseAnswersFailedAgain) {
 TEST(LifecycleTest, ReleaseOfReleasedOrPoisonedKeyWithOtherTokenAnswersStaleToken) {
   FakeTokens tokens;
   for (const Record& current : {Released(7), Failed(7)}) {
-    const Transition t = Decided(Release(6), current, kNow, tokens);
+    const Transition t = Decided(Release(kKey, 6), current, kNow, tokens);
     EXPECT_EQ(t.result.outcome, Outcome::kStaleToken) << StateName(current.state);
     EXPECT_FALSE(t.write);
   }
@@ -520,7 +473,7 @@ TEST(LifecycleTest, ReleaseOfReleasedOrPoisonedKeyWithOtherTokenAnswersStaleToke
 TEST(LifecycleTest, ReleaseAndExtendWithOlderTokenAnswerStaleToken) {
   FakeTokens tokens;
   const Record newer = InProgress("worker-b", 8, 2);
-  for (const Operation& op : {Operation(Release(7)), Operation(Extend(7, kLeaseMs))}) {
+  for (const Operation& op : {Operation(Release(kKey, 7)), Operation(Extend(kKey, 7, kLeaseMs))}) {
     const Transition t = Decided(op, newer, kNow, tokens);
     EXPECT_EQ(t.result.outcome, Outcome::kStaleToken);
     EXPECT_EQ(t.result.record.token, 8u);
@@ -532,12 +485,12 @@ TEST(LifecycleTest, ReleaseAndExtendWithOlderTokenAnswerStaleToken) {
 
 TEST(LifecycleTest, QueryReportsEffectiveStateAndNeverWrites) {
   FakeTokens tokens;
-  const Transition live = Decided(Query(), InProgress("worker-a", 7), kNow, tokens);
+  const Transition live = Decided(Query(kKey), InProgress("worker-a", 7), kNow, tokens);
   EXPECT_EQ(live.result.outcome, Outcome::kFound);
   EXPECT_EQ(live.result.record.state, State::kInProgress);
   EXPECT_FALSE(live.write);
 
-  const Transition done = Decided(Query(), Completed(7, "r"), kNow, tokens);
+  const Transition done = Decided(Query(kKey), Completed(7, "r"), kNow, tokens);
   EXPECT_EQ(done.result.outcome, Outcome::kFound);
   EXPECT_EQ(done.result.record.state, State::kCompleted);
   EXPECT_EQ(done.result.record.result, "r");
@@ -547,7 +500,7 @@ TEST(LifecycleTest, QueryReportsEffectiveStateAndNeverWrites) {
 TEST(LifecycleTest, QueryOfLapsedLeaseReadsAbsentButKeepsHistory) {
   FakeTokens tokens;
   const Record held = InProgress("worker-a", 7);
-  const Transition t = Decided(Query(), held, held.lease_expires_ms, tokens);
+  const Transition t = Decided(Query(kKey), held, held.lease_expires_ms, tokens);
   EXPECT_EQ(t.result.outcome, Outcome::kAbsent);
   EXPECT_EQ(t.result.record.state, State::kAbsent);
   EXPECT_EQ(t.result.record.token, 7u);
@@ -556,7 +509,7 @@ TEST(LifecycleTest, QueryOfLapsedLeaseReadsAbsentButKeepsHistory) {
 
 TEST(LifecycleTest, QueryOfNothingReadsAbsent) {
   FakeTokens tokens;
-  const Transition t = Decided(Query(), std::nullopt, kNow, tokens);
+  const Transition t = Decided(Query(kKey), std::nullopt, kNow, tokens);
   EXPECT_EQ(t.result.outcome, Outcome::kAbsent);
   EXPECT_EQ(t.result.record.ns, kNs);
   EXPECT_EQ(t.result.record.key, kKey);
