@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dedup/client/grpc_status.h"
 #include "grpcpp/create_channel.h"
 
 namespace dedup::bench {
@@ -12,10 +13,7 @@ namespace {
 
 using client::Client;
 using client::ClientOptions;
-
-absl::Status FromGrpc(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
+using client::FromGrpc;
 
 const char* ApiName(DedupdApi api) {
   switch (api) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "dedup/client/grpc_status.h"
 #include "live_calls.h"
 #include "node_connection.h"
 #include "scheduler.h"

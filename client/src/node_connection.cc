@@ -2,13 +2,10 @@
 
 #include <utility>
 
+#include "dedup/client/grpc_status.h"
 #include "grpcpp/create_channel.h"
 
 namespace dedup::client {
-
-absl::Status FromGrpc(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
 
 NodeConnection::NodeConnection(std::string address, const Options& options, Scheduler* scheduler,
                                LiveCalls* live)

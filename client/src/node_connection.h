@@ -53,9 +53,6 @@ class NodeConnection {
   std::unique_ptr<StreamBatcher> batcher_;
 };
 
-// The status of a failed gRPC call.
-absl::Status FromGrpc(const grpc::Status& status);
-
 }  // namespace dedup::client
 
 #endif  // DEDUP_CLIENT_SRC_NODE_CONNECTION_H_
