@@ -20,155 +20,19 @@
 #include "storage/operation.h"
 #include "storage/record.h"
 #include "tests/common/temp_dir.h"
-#include "tests/storage/printers.h"
+#include "tests/storage/op_builders.h"
+#include "tests/storage/store_fixture.h"
 
-// The Store end to end: a real RocksDB in a fresh temp directory per test,
-// time moved by a ManualClock. Each test pins one behaviour of DESIGN §3-§5.
+// The Store end to end (store_fixture.h). Each test pins one behaviour of
+// DESIGN §3-§5.
 namespace dedup::storage {
 namespace {
 
-constexpr char kNs[] = "coupon-deduct";
-constexpr int64_t kStartMs = 1'700'000'000'000;
-constexpr int64_t kLeaseMs = 30'000;
-constexpr int64_t kRetentionMs = 3'600'000;
-constexpr int64_t kFailedRetentionMs = 2 * 3'600'000;
-constexpr int64_t kGraceMs = 60'000;
-constexpr int64_t kDayMs = 24 * 3'600'000;
-constexpr uint32_t kMaxAttempts = 3;
-constexpr uint32_t kShards = 4;
-
-ClaimOp Claim(const std::string& key, const std::string& owner, const std::string& fingerprint = "",
-              const std::string& ns = kNs) {
-  ClaimOp op;
-  op.ns = ns;
-  op.key = key;
-  op.owner = owner;
-  op.fingerprint = fingerprint;
-  op.lease_ms = kLeaseMs;
-  op.max_attempts = kMaxAttempts;
-  op.failed_retention_ms = kFailedRetentionMs;
-  return op;
+// Records dropped by the TTL filter since the store opened, of any kind.
+uint64_t TotalDrops(const Store& store) {
+  const CompactionDrops& drops = store.compaction_drops();
+  return drops.completed.load() + drops.failed.load() + drops.abandoned.load();
 }
-
-CompleteOp Complete(const std::string& key, uint64_t token, const std::string& result = "done",
-                    int64_t retention_ms = kRetentionMs) {
-  CompleteOp op;
-  op.ns = kNs;
-  op.key = key;
-  op.token = token;
-  op.result = result;
-  op.retention_ms = retention_ms;
-  return op;
-}
-
-ReleaseOp Release(const std::string& key, uint64_t token, uint32_t max_attempts = kMaxAttempts) {
-  ReleaseOp op;
-  op.ns = kNs;
-  op.key = key;
-  op.token = token;
-  op.max_attempts = max_attempts;
-  op.failed_retention_ms = kFailedRetentionMs;
-  return op;
-}
-
-ExtendOp Extend(const std::string& key, uint64_t token, int64_t lease_ms = kLeaseMs) {
-  ExtendOp op;
-  op.ns = kNs;
-  op.key = key;
-  op.token = token;
-  op.lease_ms = lease_ms;
-  return op;
-}
-
-QueryOp Query(const std::string& key, const std::string& ns = kNs) {
-  QueryOp op;
-  op.ns = ns;
-  op.key = key;
-  return op;
-}
-
-std::vector<std::string> KeysOf(const std::vector<Record>& records) {
-  std::vector<std::string> keys;
-  for (const Record& r : records) keys.push_back(r.key);
-  std::sort(keys.begin(), keys.end());
-  return keys;
-}
-
-class StoreTest : public ::testing::Test {
- protected:
-  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Open(Options())); }
-
-  StoreOptions Options() const {
-    StoreOptions options;
-    options.path = dir_.Sub("data");
-    options.shards = kShards;
-    options.abandoned_grace_ms = kGraceMs;
-    options.clock = &clock_;
-    return options;
-  }
-
-  // Closes the open store, if any, and opens `options`.
-  void Open(const StoreOptions& options) {
-    store_.reset();
-    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = *std::move(store);
-  }
-
-  void Close() { store_.reset(); }
-
-  OpResult Do(const Operation& op) {
-    absl::StatusOr<OpResult> result = store_->Apply(op);
-    EXPECT_TRUE(result.ok()) << result.status();
-    return result.ok() ? *std::move(result) : OpResult{};
-  }
-
-  // Claims `key` for `owner`, expecting to win; returns the token.
-  uint64_t Acquire(const std::string& key, const std::string& owner) {
-    const OpResult r = Do(Claim(key, owner));
-    EXPECT_EQ(r.outcome, Outcome::kAcquired) << key << " for " << owner;
-    return r.record.token;
-  }
-
-  // Every record `query` matches, read page by page.
-  std::vector<Record> ScanAll(const ScanQuery& query, size_t page_size = 100) {
-    std::vector<Record> all;
-    ScanCursor cursor;
-    for (int pages = 0; !cursor.done; ++pages) {
-      if (pages > 10'000) {
-        ADD_FAILURE() << "scan never finished";
-        break;
-      }
-      absl::StatusOr<ScanPage> page = store_->Scan(query, cursor, page_size);
-      if (!page.ok()) {
-        ADD_FAILURE() << page.status();
-        break;
-      }
-      EXPECT_LE(page->records.size(), page_size);
-      all.insert(all.end(), page->records.begin(), page->records.end());
-      cursor = page->next;
-    }
-    return all;
-  }
-
-  std::vector<std::string> ScanKeys(State state, int64_t min_age_ms = 0) {
-    ScanQuery query;
-    query.ns = kNs;
-    query.state = state;
-    query.min_age_ms = min_age_ms;
-    return KeysOf(ScanAll(query));
-  }
-
-  uint64_t TotalDrops() const {
-    const CompactionDrops& drops = store_->compaction_drops();
-    return drops.completed.load() + drops.failed.load() + drops.abandoned.load();
-  }
-
-  // Member order matters: the store closes before its clock and directory go.
-  test::TempDir dir_;
-  ManualClock clock_{kStartMs};
-  std::unique_ptr<Store> store_;
-};
 
 // --- Claim ---
 
@@ -620,14 +484,14 @@ TEST_F(StoreTest, CompactionDropsAbandonedLeaseOnlyAfterGrace) {
 
   clock_.AdvanceMs(kLeaseMs + kGraceMs - 1);
   ASSERT_TRUE(store_->CompactAll().ok());
-  EXPECT_EQ(TotalDrops(), 0u);
+  EXPECT_EQ(TotalDrops(*store_), 0u);
   // Within the grace the lapsed lease keeps its history.
   EXPECT_EQ(Do(Query("abandoned")).record.token, token);
 
   clock_.AdvanceMs(1);
   ASSERT_TRUE(store_->CompactAll().ok());
   EXPECT_EQ(store_->compaction_drops().abandoned.load(), 1u);
-  EXPECT_EQ(TotalDrops(), 1u);
+  EXPECT_EQ(TotalDrops(*store_), 1u);
   EXPECT_EQ(Do(Query("abandoned")).record.token, 0u);
 
   // With the record gone the next claim is a fresh first attempt, yet its
@@ -674,7 +538,7 @@ TEST_F(StoreTest, CompactionKeepsEveryLiveRecord) {
   ASSERT_TRUE(store_->Flush().ok());
   ASSERT_TRUE(store_->CompactAll().ok());
 
-  EXPECT_EQ(TotalDrops(), 0u);
+  EXPECT_EQ(TotalDrops(*store_), 0u);
   for (int i = 0; i < 50; ++i) {
     const std::string key = "order-" + std::to_string(i);
     const OpResult q = Do(Query(key));
