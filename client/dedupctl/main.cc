@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "dedup/client/client.h"
+#include "exit_codes.h"
 #include "output.h"
 
 namespace dedup::ctl {
@@ -39,7 +40,8 @@ Global options (before or after the command):
 
 Exit codes:
   0  ACQUIRED, OK, ALREADY_COMPLETED, record found, server SERVING
-  1  the call failed (unreachable, invalid argument, ...); the reason on stderr
+  1  the call failed (unreachable, invalid argument, an outcome this dedupctl
+     does not know, ...); the reason on stderr
   2  bad command line
   10 IN_PROGRESS   11 COMPLETED   12 FAILED (poisoned)   13 MISMATCH
   14 STALE_TOKEN   15 NOT_FOUND (or ABSENT for query)
@@ -185,10 +187,16 @@ int Fail(const absl::Status& status) {
   return kExitError;
 }
 
+// Prints the response of a call and returns the exit code of its outcome.
 template <typename Response>
-int Print(const absl::StatusOr<Response>& response, bool json, int code) {
+int Print(const absl::StatusOr<Response>& response, bool json) {
   if (!response.ok()) return Fail(response.status());
   std::cout << Render(*response, json) << "\n";
+  const ExitCode code = ExitCodeOf(*response);
+  if (code == kExitError) {
+    std::cerr << "dedupctl: the answer has an outcome this dedupctl does not know (a newer "
+                 "dedupd?); treating it as a failure\n";
+  }
   return code;
 }
 
@@ -203,14 +211,7 @@ int RunCommand(client::Client& client, const Args& args, const CommandSpec& spec
     r.set_fingerprint(Option(args, "fingerprint"));
     int64_t lease_ms = 0;
     if (DurationOption(args, "lease", spec.usage, &lease_ms)) r.set_lease_ms(lease_ms);
-    auto response = client.Claim(r);
-    if (!response.ok()) return Fail(response.status());
-    static const std::map<int, int> codes = {{v1::ClaimResponse::ACQUIRED, kExitOk},
-                                             {v1::ClaimResponse::IN_PROGRESS, kExitInProgress},
-                                             {v1::ClaimResponse::COMPLETED, kExitCompleted},
-                                             {v1::ClaimResponse::FAILED, kExitFailed},
-                                             {v1::ClaimResponse::MISMATCH, kExitMismatch}};
-    return Print(response, json, codes.at(response->outcome()));
+    return Print(client.Claim(r), json);
   }
   if (cmd == "complete") {
     v1::CompleteRequest r;
@@ -230,27 +231,14 @@ int RunCommand(client::Client& client, const Args& args, const CommandSpec& spec
     if (DurationOption(args, "retention", spec.usage, &retention_ms)) {
       r.set_retention_ms(retention_ms);
     }
-    auto response = client.Complete(r);
-    if (!response.ok()) return Fail(response.status());
-    const auto outcome = response->outcome();
-    return Print(response, json,
-                 outcome == v1::CompleteResponse::STALE_TOKEN ? kExitStaleToken
-                 : outcome == v1::CompleteResponse::NOT_FOUND ? kExitNotFound
-                                                              : kExitOk);
+    return Print(client.Complete(r), json);
   }
   if (cmd == "release") {
     v1::ReleaseRequest r;
     r.set_namespace_(args.positional[0]);
     r.set_key(args.positional[1]);
     r.set_token(TokenOption(args, spec.usage));
-    auto response = client.Release(r);
-    if (!response.ok()) return Fail(response.status());
-    const auto outcome = response->outcome();
-    return Print(response, json,
-                 outcome == v1::ReleaseResponse::FAILED        ? kExitFailed
-                 : outcome == v1::ReleaseResponse::STALE_TOKEN ? kExitStaleToken
-                 : outcome == v1::ReleaseResponse::NOT_FOUND   ? kExitNotFound
-                                                               : kExitOk);
+    return Print(client.Release(r), json);
   }
   if (cmd == "extend") {
     v1::ExtendRequest r;
@@ -259,22 +247,13 @@ int RunCommand(client::Client& client, const Args& args, const CommandSpec& spec
     r.set_token(TokenOption(args, spec.usage));
     int64_t lease_ms = 0;
     if (DurationOption(args, "lease", spec.usage, &lease_ms)) r.set_lease_ms(lease_ms);
-    auto response = client.Extend(r);
-    if (!response.ok()) return Fail(response.status());
-    const auto outcome = response->outcome();
-    return Print(response, json,
-                 outcome == v1::ExtendResponse::STALE_TOKEN ? kExitStaleToken
-                 : outcome == v1::ExtendResponse::NOT_FOUND ? kExitNotFound
-                                                            : kExitOk);
+    return Print(client.Extend(r), json);
   }
   if (cmd == "query") {
     v1::QueryRequest r;
     r.set_namespace_(args.positional[0]);
     r.set_key(args.positional[1]);
-    auto response = client.Query(r);
-    if (!response.ok()) return Fail(response.status());
-    return Print(response, json,
-                 response->record().state() == v1::STATE_ABSENT ? kExitNotFound : kExitOk);
+    return Print(client.Query(r), json);
   }
   if (cmd == "scan") {
     v1::ScanRequest r;
