@@ -51,7 +51,7 @@ HttpReply Get(int port, const std::string& path) {
   const size_t space = raw.find(' ');
   const size_t body = raw.find("\r\n\r\n");
   if (space == std::string::npos || body == std::string::npos) return reply;
-  absl::SimpleAtoi(raw.substr(space + 1, 3), &reply.code);
+  if (!absl::SimpleAtoi(raw.substr(space + 1, 3), &reply.code)) return reply;
   reply.body = raw.substr(body + 4);
   return reply;
 }

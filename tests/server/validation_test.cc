@@ -1,6 +1,6 @@
 // Bad input is the caller's: INVALID_ARGUMENT with a message that starts
 // with the offending field and states its bound, and nothing is changed
-// (DESIGN §4, STYLE 8).
+// (docs/design.md §4).
 
 #include <string>
 
