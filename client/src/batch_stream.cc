@@ -98,7 +98,7 @@ void BatchStream::OnReadDone(bool ok) {
   }
 }
 
-void BatchStream::ExpireOverdue(absl::Time now) {
+void BatchStream::ExpireOverdue(SteadyTime now) {
   std::vector<std::shared_ptr<Waiter>> overdue;
   {
     absl::MutexLock lock(&mu_);

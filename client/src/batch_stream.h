@@ -9,7 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
+#include "dedup/client/clock.h"
 #include "dedup/v1/dedup.grpc.pb.h"
 #include "live_calls.h"
 #include "waiter.h"
@@ -39,7 +39,7 @@ class BatchStream final : public grpc::ClientBidiReactor<v1::BatchRequest, v1::B
   void Close();
 
   // Answers DEADLINE_EXCEEDED to waiters whose deadline is before `now`.
-  void ExpireOverdue(absl::Time now);
+  void ExpireOverdue(SteadyTime now);
 
   void OnWriteDone(bool ok) override;
   void OnReadDone(bool ok) override;

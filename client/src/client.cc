@@ -1,19 +1,18 @@
 #include "dedup/client/client.h"
 
-#include <algorithm>
-#include <map>
 #include <utility>
 #include <vector>
 
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "dedup/client/grpc_status.h"
+#include "grpc_deadline.h"
 #include "live_calls.h"
 #include "node_connection.h"
+#include "retry_policy.h"
 #include "scheduler.h"
-#include "storage/key_codec.h"
+#include "topology.h"
 #include "waiter.h"
 
 namespace dedup::client {
@@ -22,64 +21,39 @@ namespace {
 // One call across its attempts.
 struct Call {
   v1::Operation op;
-  absl::Time deadline;
+  SteadyTime deadline;
   OpCallback done;
-  absl::Duration backoff;
-  int reroutes = 0;  // Topology refreshes after FAILED_PRECONDITION.
+  RetryPolicy::State retries;
 };
 
-constexpr int kMaxReroutes = 2;
-constexpr absl::Duration kTopologyTimeout = absl::Seconds(2);
-
-const std::string& OpNamespace(const v1::Operation& op) {
-  switch (op.op_case()) {
-    case v1::Operation::kClaim:
-      return op.claim().namespace_();
-    case v1::Operation::kComplete:
-      return op.complete().namespace_();
-    case v1::Operation::kRelease:
-      return op.release().namespace_();
-    case v1::Operation::kExtend:
-      return op.extend().namespace_();
-    default:
-      return op.query().namespace_();
-  }
+std::vector<std::string> Endpoints(const std::string& endpoint) {
+  return absl::StrSplit(endpoint, ',', absl::SkipWhitespace());
 }
 
-const std::string& OpKey(const v1::Operation& op) {
-  switch (op.op_case()) {
-    case v1::Operation::kClaim:
-      return op.claim().key();
-    case v1::Operation::kComplete:
-      return op.complete().key();
-    case v1::Operation::kRelease:
-      return op.release().key();
-    case v1::Operation::kExtend:
-      return op.extend().key();
-    default:
-      return op.query().key();
-  }
+NodeConnection::Options ConnectionOptions(const ClientOptions& options) {
+  NodeConnection::Options connection;
+  connection.credentials = options.credentials;
+  connection.coalesce = options.coalesce;
+  connection.batch_window = options.batch_window;
+  connection.max_batch = options.max_batch;
+  return connection;
 }
 
 }  // namespace
 
-// Routing: with a cluster topology every key goes straight to the node
-// owning its shard, each node over its own channel (and Stream), so a node
-// that is down fails only its own keys. A FAILED_PRECONDITION from a node
-// (the key is not its own: the map changed) refreshes the topology and
-// re-sends the call.
+// Sends each call to the node that owns its key (Topology), and again as
+// the RetryPolicy says, until it has an answer to hand back.
 class Client::Impl {
  public:
   explicit Impl(const ClientOptions& options)
-      : options_(options),
-        seeds_(absl::StrSplit(options.endpoint, ',', absl::SkipWhitespace())),
+      : clock_(options.clock != nullptr ? options.clock : SystemClock::Default()),
+        default_timeout_(options.default_timeout),
+        retry_(options.initial_backoff, options.max_backoff),
         live_calls_(std::make_unique<LiveCalls>()),
-        scheduler_(std::make_unique<Scheduler>()) {
-    {
-      absl::MutexLock lock(&topology_mu_);
-      owners_ = {NodeFor(seeds_.front())};
-    }
-    RefreshTopology();
+        scheduler_(std::make_unique<Scheduler>(clock_)),
+        topology_(Endpoints(options.endpoint), ConnectionOptions(options), scheduler_.get(),
+                  live_calls_.get()) {
+    topology_.Refresh();
   }
 
   ~Impl() {
@@ -91,17 +65,26 @@ class Client::Impl {
     // Nothing is in flight, so no task of the scheduler is needed any more;
     // stopping it first means none runs while the batchers go away.
     scheduler_.reset();
-    for (auto& [address, node] : nodes_) node->Close();
+    topology_.Close();
     // The channels go with the nodes; their last users must be gone first.
     live_calls_->WaitForNone();
   }
 
-  absl::Time Deadline(const CallOptions& options) const {
-    return options.deadline == absl::InfinitePast() ? absl::Now() + options_.default_timeout
-                                                    : options.deadline;
+  const Clock& clock() const { return *clock_; }
+  Topology& topology() { return topology_; }
+
+  // The steady-clock deadline of a call that starts now (see CallOptions).
+  SteadyTime Deadline(const CallOptions& options) const {
+    const absl::Duration time_left = options.deadline == absl::InfinitePast()
+                                         ? default_timeout_
+                                         : options.deadline - clock_->Now();
+    return clock_->SteadyNow() + time_left;
   }
 
-  void Invoke(v1::Operation op, absl::Time deadline, OpCallback done) {
+  // The time left until `deadline`, for a gRPC call's own deadline.
+  absl::Duration TimeLeft(SteadyTime deadline) const { return deadline - clock_->SteadyNow(); }
+
+  void Invoke(v1::Operation op, SteadyTime deadline, OpCallback done) {
     {
       absl::MutexLock lock(&mu_);
       ++in_flight_;
@@ -110,97 +93,38 @@ class Client::Impl {
     call->op = std::move(op);
     call->deadline = deadline;
     call->done = std::move(done);
-    call->backoff = options_.initial_backoff;
+    call->retries = retry_.Start();
     Attempt(std::move(call));
   }
 
-  // Every node the topology names (one when not a cluster).
-  std::vector<NodeConnection*> Owners() {
-    absl::MutexLock lock(&topology_mu_);
-    std::vector<NodeConnection*> unique;
-    for (NodeConnection* node : owners_) {
-      if (std::find(unique.begin(), unique.end(), node) == unique.end()) unique.push_back(node);
-    }
-    return unique;
-  }
-
-  // Asks the known nodes, then the seeds, for the shard map and adopts the
-  // first answer. Blocks for at most a few seconds.
-  void RefreshTopology() {
-    std::vector<std::string> candidates;
-    for (NodeConnection* node : Owners()) candidates.push_back(node->address());
-    candidates.insert(candidates.end(), seeds_.begin(), seeds_.end());
-    for (const std::string& address : candidates) {
-      NodeConnection* node;
-      {
-        absl::MutexLock lock(&topology_mu_);
-        node = NodeFor(address);
-      }
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + kTopologyTimeout));
-      v1::TopologyResponse topology;
-      if (!node->stub()->Topology(&context, v1::TopologyRequest(), &topology).ok()) continue;
-      absl::MutexLock lock(&topology_mu_);
-      if (topology.nodes_size() <= 1) {
-        shard_count_ = 0;
-        owners_ = {node};
-      } else {
-        shard_count_ = topology.shard_count();
-        owners_.clear();
-        for (const std::string& owner : topology.nodes()) owners_.push_back(NodeFor(owner));
-      }
-      return;
-    }
-  }
-
  private:
-  NodeConnection* NodeFor(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(topology_mu_) {
-    std::unique_ptr<NodeConnection>& node = nodes_[address];
-    if (node == nullptr) {
-      NodeConnection::Options options;
-      options.credentials = options_.credentials;
-      options.coalesce = options_.coalesce;
-      options.batch_window = options_.batch_window;
-      options.max_batch = options_.max_batch;
-      node =
-          std::make_unique<NodeConnection>(address, options, scheduler_.get(), live_calls_.get());
-    }
-    return node.get();
-  }
-
-  NodeConnection* Route(const v1::Operation& op) {
-    absl::MutexLock lock(&topology_mu_);
-    if (shard_count_ == 0 || owners_.size() <= 1) return owners_.front();
-    const uint32_t shard = storage::ShardOf(OpNamespace(op), OpKey(op), shard_count_);
-    return owners_[storage::NodeOfShard(shard, static_cast<uint32_t>(owners_.size()))];
-  }
-
   void Attempt(std::shared_ptr<Call> call) {
     auto waiter = std::make_shared<Waiter>(
         call->deadline, [this, call](absl::StatusOr<v1::OperationResult> result) {
-          const absl::Duration wait = Jitter(call->backoff);
-          if (!result.ok() && absl::IsUnavailable(result.status()) &&
-              absl::Now() + wait < call->deadline) {
-            call->backoff = std::min(call->backoff * 2, options_.max_backoff);
-            scheduler_->After(wait, [this, call] { Attempt(call); });
-            return;
-          }
-          if (!result.ok() && absl::IsFailedPrecondition(result.status()) &&
-              call->reroutes < kMaxReroutes && absl::Now() < call->deadline) {
-            ++call->reroutes;
-            scheduler_->After(absl::ZeroDuration(), [this, call] {
-              RefreshTopology();
-              Attempt(call);
-            });
-            return;
+          if (!result.ok()) {
+            const RetryPolicy::Decision next =
+                retry_.Next(result.status(), clock_->SteadyNow(), call->deadline, &call->retries);
+            switch (next.action) {
+              case RetryPolicy::Action::kRetry:
+                scheduler_->After(next.wait, [this, call] { Attempt(call); });
+                return;
+              case RetryPolicy::Action::kReroute:
+                scheduler_->After(absl::ZeroDuration(), [this, call] {
+                  topology_.Refresh();
+                  Attempt(call);
+                });
+                return;
+              case RetryPolicy::Action::kReturn:
+                break;
+            }
           }
           Finish(*call, std::move(result));
         });
-    if (absl::Now() >= call->deadline) {
+    if (clock_->SteadyNow() >= call->deadline) {
       waiter->Fire(absl::DeadlineExceededError("deadline passed before the call was sent"));
       return;
     }
-    Route(call->op)->Send(call->op, std::move(waiter));
+    topology_.Route(call->op)->Send(call->op, std::move(waiter));
   }
 
   void Finish(Call& call, absl::StatusOr<v1::OperationResult> result) {
@@ -210,22 +134,14 @@ class Client::Impl {
     --in_flight_;
   }
 
-  absl::Duration Jitter(absl::Duration backoff) {
-    thread_local absl::BitGen bits;
-    return backoff * absl::Uniform(bits, 0.5, 1.0);
-  }
-
-  const ClientOptions options_;
-  const std::vector<std::string> seeds_;
-  // Declared before the nodes: destroyed after their channels.
+  // Constant after construction.
+  const Clock* const clock_;
+  const absl::Duration default_timeout_;
+  const RetryPolicy retry_;
+  // Declared before the topology: destroyed after its channels.
   std::unique_ptr<LiveCalls> live_calls_;
   std::unique_ptr<Scheduler> scheduler_;
-
-  absl::Mutex topology_mu_;
-  // Every node ever known, by address; never removed while the client lives.
-  std::map<std::string, std::unique_ptr<NodeConnection>> nodes_ ABSL_GUARDED_BY(topology_mu_);
-  uint32_t shard_count_ ABSL_GUARDED_BY(topology_mu_) = 0;             // 0: not a cluster.
-  std::vector<NodeConnection*> owners_ ABSL_GUARDED_BY(topology_mu_);  // By node index.
+  Topology topology_;
 
   absl::Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
@@ -254,8 +170,7 @@ std::pair<Callback<Response>, std::future<absl::StatusOr<Response>>> Promised() 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
-  if (std::vector<std::string>(absl::StrSplit(options.endpoint, ',', absl::SkipWhitespace()))
-          .empty()) {
+  if (Endpoints(options.endpoint).empty()) {
     return absl::InvalidArgumentError("endpoint: empty");
   }
   if (options.max_batch < 1 || options.max_batch > 1000) {
@@ -268,10 +183,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   return std::unique_ptr<Client>(new Client(options));
 }
 
-Client::Client(const ClientOptions& options)
-    : options_(options), impl_(std::make_unique<Impl>(options)) {}
+Client::Client(const ClientOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 
 Client::~Client() = default;
+
+const Clock& Client::clock() const { return impl_->clock(); }
 
 #define DEDUP_CLIENT_CALL(Name, Request, Response, field)                                  \
   void Client::Name##Async(const v1::Request& request, Callback<v1::Response> done,        \
@@ -314,10 +230,11 @@ std::future<absl::StatusOr<v1::CompleteResponse>> Client::CompleteFuture(
 
 absl::StatusOr<std::vector<v1::Record>> Client::Scan(const v1::ScanRequest& request,
                                                      const CallOptions& options) {
+  const SteadyTime deadline = impl_->Deadline(options);
   std::vector<v1::Record> records;
-  for (NodeConnection* node : impl_->Owners()) {
+  for (NodeConnection* node : impl_->topology().Owners()) {
     grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(impl_->Deadline(options)));
+    context.set_deadline(GrpcDeadlineIn(impl_->TimeLeft(deadline)));
     std::unique_ptr<grpc::ClientReader<v1::Record>> reader = node->stub()->Scan(&context, request);
     v1::Record record;
     while (reader->Read(&record)) {
@@ -337,9 +254,10 @@ absl::StatusOr<std::vector<v1::Record>> Client::Scan(const v1::ScanRequest& requ
 }
 
 absl::Status Client::Health(const CallOptions& options) {
-  for (NodeConnection* node : impl_->Owners()) {
+  const SteadyTime deadline = impl_->Deadline(options);
+  for (NodeConnection* node : impl_->topology().Owners()) {
     grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(impl_->Deadline(options)));
+    context.set_deadline(GrpcDeadlineIn(impl_->TimeLeft(deadline)));
     grpc::health::v1::HealthCheckRequest request;
     request.set_service(v1::Dedup::service_full_name());
     grpc::health::v1::HealthCheckResponse response;

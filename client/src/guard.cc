@@ -1,12 +1,12 @@
 #include "dedup/client/guard.h"
 
 #include <map>
-#include <thread>
+#include <memory>
 #include <utility>
-#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "scheduler.h"
 
 namespace dedup::client {
 namespace {
@@ -42,43 +42,45 @@ const char* GuardOutcomeName(GuardOutcome outcome) {
   return "UNKNOWN";
 }
 
-// Renews the leases of running side effects from one thread: each lease is
-// extended every `period` until it is removed. Extends are asynchronous, so
-// a slow server never delays the others. An Extend (a late one, after the
-// side effect finished) that meets a completed or released record answers
-// STALE_TOKEN and changes nothing.
+// Renews the leases of running side effects: each lease is extended every
+// `period` of the client's clock until it is removed. Extends are
+// asynchronous, so a slow server never delays the others. An Extend (a late
+// one, after the side effect finished) that meets a completed or released
+// record answers STALE_TOKEN and changes nothing.
 class Guard::LeaseKeeper {
  public:
-  LeaseKeeper(Client* client, std::string ns) : client_(client), ns_(std::move(ns)) {
-    thread_ = std::thread([this] { Run(); });
-  }
+  LeaseKeeper(Client* client, std::string ns)
+      : client_(client),
+        ns_(std::move(ns)),
+        scheduler_(std::make_unique<Scheduler>(&client->clock())) {}
 
   // Stops renewing and waits for Extends still in flight (their callbacks
   // use this object).
   ~LeaseKeeper() {
-    {
-      absl::MutexLock lock(&mu_);
-      stopping_ = true;
-    }
-    thread_.join();
+    scheduler_.reset();
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
         +[](int* outstanding) { return *outstanding == 0; }, &outstanding_));
   }
 
+  // Renews the lease of (key, token) every `period` until Remove; sets
+  // `*lost` if a renewal is refused. `lost` must outlive the entry.
   uint64_t Add(const std::string& key, uint64_t token, absl::Duration lease, absl::Duration period,
                std::atomic<bool>* lost) {
     absl::MutexLock lock(&mu_);
     const uint64_t id = next_id_++;
-    entries_[id] = Entry{key, token, lease, period, absl::Now() + period, lost};
-    ++changes_;
+    Entry& entry = entries_[id];
+    entry = Entry{key, token, lease, period, lost, Scheduler::TaskId()};
+    entry.renewal = scheduler_->After(period, [this, id] { Renew(id); });
     return id;
   }
 
   void Remove(uint64_t id) {
     absl::MutexLock lock(&mu_);
-    entries_.erase(id);
-    ++changes_;
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return;
+    scheduler_->Cancel(it->second.renewal);
+    entries_.erase(it);
   }
 
  private:
@@ -87,53 +89,28 @@ class Guard::LeaseKeeper {
     uint64_t token;
     absl::Duration lease;
     absl::Duration period;
-    absl::Time due;
     std::atomic<bool>* lost;  // Owned by the Run call, which removes us first.
+    Scheduler::TaskId renewal;
   };
 
-  void Run() {
-    absl::MutexLock lock(&mu_);
-    while (!stopping_) {
-      absl::Time next = absl::InfiniteFuture();
-      const absl::Time now = absl::Now();
-      std::vector<std::pair<uint64_t, Entry>> due;
-      for (auto& [id, entry] : entries_) {
-        if (entry.due <= now) {
-          due.emplace_back(id, entry);
-          entry.due = now + entry.period;
-        }
-        next = std::min(next, entry.due);
-      }
-      outstanding_ += static_cast<int>(due.size());
-      if (!due.empty()) {
-        // Not under the lock: an answer may arrive on this very thread.
-        mu_.Unlock();
-        for (const auto& [id, entry] : due) Extend(id, entry);
-        mu_.Lock();
-        continue;
-      }
-      const uint64_t seen = changes_;
-      struct Args {
-        LeaseKeeper* k;
-        uint64_t seen;
-      } args{this, seen};
-      mu_.AwaitWithDeadline(absl::Condition(
-                                +[](Args* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->k->mu_) {
-                                  return a->k->stopping_ || a->k->changes_ != a->seen;
-                                },
-                                &args),
-                            next);
-    }
-  }
-
-  void Extend(uint64_t id, const Entry& entry) {
+  // On the scheduler's thread: extends the lease once and plans the next.
+  void Renew(uint64_t id) {
     v1::ExtendRequest request;
-    request.set_namespace_(ns_);
-    request.set_key(entry.key);
-    request.set_token(entry.token);
-    request.set_lease_ms(absl::ToInt64Milliseconds(entry.lease));
     CallOptions options;
-    options.deadline = absl::Now() + entry.period;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = entries_.find(id);
+      if (it == entries_.end()) return;  // Removed as this renewal started.
+      Entry& entry = it->second;
+      request.set_namespace_(ns_);
+      request.set_key(entry.key);
+      request.set_token(entry.token);
+      request.set_lease_ms(absl::ToInt64Milliseconds(entry.lease));
+      options.deadline = client_->clock().Now() + entry.period;
+      entry.renewal = scheduler_->After(entry.period, [this, id] { Renew(id); });
+      ++outstanding_;
+    }
+    // Not under mu_: the answer may come on this very thread.
     client_->ExtendAsync(
         request,
         [this, id](absl::StatusOr<v1::ExtendResponse> response) {
@@ -145,15 +122,15 @@ class Guard::LeaseKeeper {
         options);
   }
 
+  // Constant after construction.
   Client* const client_;
   const std::string ns_;
+  std::unique_ptr<Scheduler> scheduler_;  // Reset first on destruction.
+
   absl::Mutex mu_;
   std::map<uint64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // Extends awaiting their answer.
-  std::thread thread_;
 };
 
 Guard::Guard(Client* client, GuardOptions options)

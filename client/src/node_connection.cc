@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "dedup/client/grpc_status.h"
+#include "grpc_deadline.h"
 #include "grpcpp/create_channel.h"
 
 namespace dedup::client {
@@ -10,6 +11,7 @@ namespace dedup::client {
 NodeConnection::NodeConnection(std::string address, const Options& options, Scheduler* scheduler,
                                LiveCalls* live)
     : address_(std::move(address)),
+      clock_(scheduler->clock()),
       live_calls_(live),
       channel_(grpc::CreateChannel(address_, options.credentials != nullptr
                                                  ? options.credentials
@@ -43,7 +45,7 @@ void NodeConnection::Unary(const Request& request, std::shared_ptr<Waiter> waite
   };
   auto state = std::make_shared<State>(live_calls_);
   state->request = request;
-  state->context.set_deadline(absl::ToChronoTime(waiter->deadline()));
+  state->context.set_deadline(GrpcDeadlineIn(waiter->deadline() - clock_.SteadyNow()));
   start(stub_->async(), &state->context, &state->request, &state->response,
         [state, waiter, put](grpc::Status status) {
           if (!status.ok()) {

@@ -26,7 +26,8 @@ class NodeConnection {
   };
 
   // `scheduler` and `live` must outlive the connection; the scheduler must
-  // run no more tasks by the time it is destroyed.
+  // run no more tasks by the time it is destroyed. Deadlines are read on
+  // the scheduler's clock.
   NodeConnection(std::string address, const Options& options, Scheduler* scheduler,
                  LiveCalls* live);
 
@@ -46,6 +47,7 @@ class NodeConnection {
   void SendUnary(const v1::Operation& op, std::shared_ptr<Waiter> waiter);
 
   const std::string address_;
+  const Clock& clock_;
   LiveCalls* const live_calls_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Dedup::Stub> stub_;

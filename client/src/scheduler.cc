@@ -4,7 +4,7 @@
 
 namespace dedup::client {
 
-Scheduler::Scheduler() : thread_([this] { Run(); }) {}
+Scheduler::Scheduler(const Clock* clock) : clock_(clock), thread_([this] { Run(); }) {}
 
 Scheduler::~Scheduler() {
   {
@@ -14,39 +14,32 @@ Scheduler::~Scheduler() {
   thread_.join();
 }
 
-void Scheduler::At(absl::Time when, std::function<void()> task) {
+Scheduler::TaskId Scheduler::At(SteadyTime when, std::function<void()> task) {
   absl::MutexLock lock(&mu_);
-  queue_.push(Entry{when, next_seq_++, std::move(task)});
+  const uint64_t seq = next_seq_++;
+  tasks_.emplace(Key(when, seq), std::move(task));
+  return TaskId{when, seq};
+}
+
+void Scheduler::Cancel(const TaskId& id) {
+  absl::MutexLock lock(&mu_);
+  tasks_.erase(Key(id.when, id.seq));
 }
 
 void Scheduler::Run() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    if (queue_.empty()) {
-      mu_.Await(absl::Condition(
-          +[](Scheduler* s)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->stopping_ || !s->queue_.empty(); },
-          this));
+    const SteadyTime due = tasks_.empty() ? SteadyTime::Infinite() : tasks_.begin()->first.first;
+    if (clock_->SteadyNow() < due) {
+      // Wakes early for stop, or for a task added meanwhile: it may be due
+      // sooner.
+      seq_seen_ = next_seq_;
+      clock_->AwaitUntil(mu_, absl::Condition(this, &Scheduler::StoppingOrAdded), due);
       continue;
     }
-    const absl::Time due = queue_.top().when;
-    if (due > absl::Now()) {
-      // Wakes early for stop or for a newly queued earlier task.
-      const size_t size = queue_.size();
-      struct Args {
-        Scheduler* s;
-        size_t size;
-      } args{this, size};
-      mu_.AwaitWithDeadline(absl::Condition(
-                                +[](Args* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->s->mu_) {
-                                  return a->s->stopping_ || a->s->queue_.size() != a->size;
-                                },
-                                &args),
-                            due);
-      continue;
-    }
-    std::function<void()> task = std::move(const_cast<Entry&>(queue_.top()).task);
-    queue_.pop();
+    auto first = tasks_.begin();
+    std::function<void()> task = std::move(first->second);
+    tasks_.erase(first);
     mu_.Unlock();
     task();
     mu_.Lock();

@@ -105,7 +105,7 @@ void StreamBatcher::Sweep() {
     absl::MutexLock lock(&mu_);
     live = live_;
   }
-  const absl::Time now = absl::Now();
+  const SteadyTime now = scheduler_->clock().SteadyNow();
   for (const auto& stream : live) stream->ExpireOverdue(now);
   scheduler_->After(kSweepInterval, [this] { Sweep(); });
 }

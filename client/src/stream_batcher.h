@@ -18,7 +18,8 @@ namespace dedup::client {
 // Stream: a batch leaves when it holds `max_batch` operations or `window`
 // after its first one arrived, whichever is sooner. A broken stream is
 // replaced on the next batch. Overdue operations are answered
-// DEADLINE_EXCEEDED by a sweep every few milliseconds. Thread-safe.
+// DEADLINE_EXCEEDED by a sweep every few milliseconds. The window and the
+// sweeps are timed on the scheduler's clock. Thread-safe.
 class StreamBatcher {
  public:
   // `stub` and `scheduler` must outlive the batcher, and the scheduler must

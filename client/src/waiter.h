@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
+#include "dedup/client/clock.h"
 #include "dedup/v1/dedup.pb.h"
 
 namespace dedup::client {
@@ -18,7 +18,7 @@ using OpCallback = std::function<void(absl::StatusOr<v1::OperationResult>)>;
 // callback runs exactly once. Thread-safe.
 class Waiter {
  public:
-  Waiter(absl::Time deadline, OpCallback done) : deadline_(deadline), done_(std::move(done)) {}
+  Waiter(SteadyTime deadline, OpCallback done) : deadline_(deadline), done_(std::move(done)) {}
 
   void Fire(absl::StatusOr<v1::OperationResult> result) {
     if (fired_.exchange(true)) return;
@@ -26,10 +26,10 @@ class Waiter {
     done(std::move(result));
   }
   bool fired() const { return fired_.load(); }
-  absl::Time deadline() const { return deadline_; }
+  SteadyTime deadline() const { return deadline_; }
 
  private:
-  const absl::Time deadline_;
+  const SteadyTime deadline_;
   OpCallback done_;
   std::atomic<bool> fired_{false};
 };

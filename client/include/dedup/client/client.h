@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "dedup/client/clock.h"
 #include "dedup/v1/dedup.grpc.pb.h"
 #include "grpcpp/security/credentials.h"
 
@@ -35,11 +36,20 @@ struct ClientOptions {
   bool coalesce = true;
   absl::Duration batch_window = absl::Microseconds(200);
   int max_batch = 64;
+  // Where the client reads time; null means SystemClock::Default(). Must
+  // outlive the client. Timeouts, backoffs and batch windows all run on it
+  // (see clock.h), so on a clock a test moves by hand they last until the
+  // test moves it.
+  const Clock* clock = nullptr;
 };
 
 // Per-call options.
 struct CallOptions {
-  // Absolute deadline; absl::InfinitePast() means now + default_timeout.
+  // The call's deadline, a wall-clock instant; absl::InfinitePast() means
+  // default_timeout from the start of the call. It is compared with the
+  // wall clock once, when the call starts; the time left is then measured
+  // on the monotonic clock, so setting the system clock during the call
+  // does not move its end (see clock.h).
   absl::Time deadline = absl::InfinitePast();
 };
 
@@ -120,13 +130,14 @@ class Client {
   // gRPC health for dedup.v1.Dedup: OK when every node is SERVING.
   absl::Status Health(const CallOptions& options = {});
 
-  const ClientOptions& options() const { return options_; }
+  // The clock the client reads (ClientOptions::clock, or the system's).
+  // Code built on the client, such as Guard, times itself on it too.
+  const Clock& clock() const;
 
  private:
   class Impl;
   explicit Client(const ClientOptions& options);
 
-  const ClientOptions options_;
   std::unique_ptr<Impl> impl_;
 };
 
