@@ -1,21 +1,27 @@
-// dedup::client::Client against a real in-process DedupServer, with and
+// dedup::client::Client against a real in-process DedupServer, and its
+// retries against a scripted server on a clock the test moves; each with and
 // without coalescing onto Stream batches.
 #include "dedup/client/client.h"
 
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
-#include "server/server_settings.h"
+#include "tests/client/fake_clock.h"
+#include "tests/client/scripted_dedup.h"
 #include "tests/server/test_server.h"
 
 namespace dedup::client {
 namespace {
 
 using server::test::TestServer;
+using test::FakeClock;
+using test::ScriptedDedup;
 
 v1::ClaimRequest ClaimOf(const std::string& key, const std::string& owner) {
   v1::ClaimRequest r;
@@ -130,46 +136,6 @@ TEST_P(ClientTest, BadInputComesBackAsInvalidArgumentWithoutRetry) {
   EXPECT_EQ(claimed.status().message().rfind("key", 0), 0u) << claimed.status();
 }
 
-TEST_P(ClientTest, UnreachableServerIsUnavailableOnceTheDeadlinePasses) {
-  const int port = server_->server().port();
-  server_.reset();  // Nothing listens on the port any more.
-  auto client = NewClient(absl::StrCat("127.0.0.1:", port));
-  CallOptions options;
-  options.deadline = absl::Now() + absl::Milliseconds(300);
-  auto claimed = client->Claim(ClaimOf("o-down", "worker-a"), options);
-  ASSERT_FALSE(claimed.ok());
-  EXPECT_TRUE(absl::IsUnavailable(claimed.status()) || absl::IsDeadlineExceeded(claimed.status()))
-      << claimed.status();
-}
-
-TEST_P(ClientTest, RetriesUnavailableUntilTheServerIsBack) {
-  const int port = server_->server().port();
-  server_.reset();
-  auto client = NewClient(absl::StrCat("127.0.0.1:", port));
-
-  server::test::TempDir dir;
-  v1::ServerConfig config;
-  config.set_listen(absl::StrCat("127.0.0.1:", port));
-  config.set_data_dir(dir.path() + "/data");
-  config.set_durability("buffered");
-  config.set_metrics_listen("off");
-  auto settings = server::ResolveSettings(config);
-  ASSERT_TRUE(settings.ok()) << settings.status();
-
-  CallOptions options;
-  options.deadline = absl::Now() + absl::Seconds(20);
-  auto pending = client->ClaimFuture(ClaimOf("o-retry", "worker-a"), options);
-  // The first attempts fail while nothing listens; the call keeps retrying.
-  absl::SleepFor(absl::Milliseconds(200));
-  auto restarted = server::DedupServer::Start(*settings);
-  ASSERT_TRUE(restarted.ok()) << restarted.status();
-  auto claimed = pending.get();
-  ASSERT_TRUE(claimed.ok()) << claimed.status();
-  EXPECT_EQ(claimed->outcome(), v1::ClaimResponse::ACQUIRED);
-  client.reset();
-  (*restarted)->Shutdown(absl::Seconds(1));
-}
-
 TEST_P(ClientTest, HealthIsOkWhileServing) { EXPECT_TRUE(client_->Health().ok()); }
 
 TEST_P(ClientTest, ScanReturnsRecordsOfTheNamespace) {
@@ -185,6 +151,99 @@ TEST_P(ClientTest, ScanReturnsRecordsOfTheNamespace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CoalescedAndUnary, ClientTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Coalesced" : "Unary"; });
+
+// The client against a ScriptedDedup, on a clock the test moves: backoffs,
+// batch windows and deadlines pass only when the test says so.
+class ClientRetryTest : public ::testing::TestWithParam<bool> {
+ protected:
+  std::unique_ptr<Client> NewClient(const ScriptedDedup& server,
+                                    absl::Duration max_backoff = absl::Milliseconds(500)) {
+    ClientOptions options;
+    options.endpoint = server.address();
+    options.coalesce = GetParam();
+    options.max_backoff = max_backoff;
+    options.clock = &clock_;
+    auto client = Client::Create(options);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? std::move(*client) : nullptr;
+  }
+
+  // Moves the clock on by `step` at a time until `call` has its answer, and
+  // stores it in `*answer`. Each step leaves the client's threads up to a
+  // millisecond of real time to act on it. False if no answer came within
+  // a minute of real time; the call is then ended by moving the clock past
+  // any deadline.
+  template <typename T>
+  bool AdvanceUntilAnswered(std::future<T>& call, absl::Duration step, T* answer) {
+    const absl::Time give_up = absl::Now() + absl::Minutes(1);
+    while (call.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) {
+      if (absl::Now() > give_up) {
+        clock_.Advance(absl::Hours(24 * 365));
+        return false;
+      }
+      clock_.Advance(step);
+    }
+    *answer = call.get();
+    return true;
+  }
+
+  FakeClock clock_;
+};
+
+TEST_P(ClientRetryTest, UnavailableIsRetriedAfterBackoffUntilTheServerAnswers) {
+  ScriptedDedup server(/*unavailable_claims=*/3);
+  ASSERT_FALSE(server.address().empty());
+  auto client = NewClient(server);
+  CallOptions options;
+  options.deadline = clock_.Now() + absl::Minutes(1);
+  const SteadyTime start = clock_.SteadyNow();
+  auto call = client->ClaimFuture(ClaimOf("o-retry", "worker-a"), options);
+  absl::StatusOr<v1::ClaimResponse> claimed;
+  ASSERT_TRUE(AdvanceUntilAnswered(call, absl::Milliseconds(1), &claimed));
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  EXPECT_EQ(claimed->outcome(), v1::ClaimResponse::ACQUIRED);
+  EXPECT_EQ(claimed->token(), ScriptedDedup::kToken);
+  EXPECT_EQ(server.claims(), 4);
+  // Three backoffs of 10, 20 and 40 ms, each at least half of it.
+  EXPECT_GE(clock_.SteadyNow() - start, absl::Milliseconds(35));
+}
+
+TEST_P(ClientRetryTest, UnavailableIsReturnedOnceTheNextRetryWouldPassTheDeadline) {
+  ScriptedDedup server(/*unavailable_claims=*/1'000'000);
+  ASSERT_FALSE(server.address().empty());
+  auto client = NewClient(server);
+  CallOptions options;
+  options.deadline = clock_.Now() + absl::Milliseconds(300);
+  auto call = client->ClaimFuture(ClaimOf("o-down", "worker-a"), options);
+  absl::StatusOr<v1::ClaimResponse> claimed;
+  ASSERT_TRUE(AdvanceUntilAnswered(call, absl::Milliseconds(1), &claimed));
+  ASSERT_FALSE(claimed.ok());
+  // DEADLINE_EXCEEDED if the deadline passed with an attempt on the way.
+  EXPECT_TRUE(absl::IsUnavailable(claimed.status()) || absl::IsDeadlineExceeded(claimed.status()))
+      << claimed.status();
+  EXPECT_GE(server.claims(), 2) << "retried";
+}
+
+// The deadline is a date read once: a step of the wall clock during the
+// call (NTP, an operator) neither ends the call early nor keeps it longer.
+TEST_P(ClientRetryTest, SettingTheWallClockDuringACallDoesNotMoveItsDeadline) {
+  ScriptedDedup server(/*unavailable_claims=*/1'000'000);
+  ASSERT_FALSE(server.address().empty());
+  auto client = NewClient(server, /*max_backoff=*/absl::Milliseconds(20));
+  CallOptions options;
+  options.deadline = clock_.Now() + absl::Seconds(1);
+  const SteadyTime start = clock_.SteadyNow();
+  auto call = client->ClaimFuture(ClaimOf("o-step", "worker-a"), options);
+  clock_.StepWallClock(absl::Hours(1));
+  absl::StatusOr<v1::ClaimResponse> claimed;
+  ASSERT_TRUE(AdvanceUntilAnswered(call, absl::Milliseconds(5), &claimed));
+  ASSERT_FALSE(claimed.ok());
+  // It gave up only when a wait of at most 20 ms would have passed 1 s.
+  EXPECT_GE(clock_.SteadyNow() - start, absl::Milliseconds(980));
+}
+
+INSTANTIATE_TEST_SUITE_P(CoalescedAndUnary, ClientRetryTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Coalesced" : "Unary"; });
 
 TEST(ClientOptionsTest, RejectsBadOptions) {

@@ -3,12 +3,15 @@
 #include "dedup/client/guard.h"
 
 #include <atomic>
+#include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/examples/payment_provider.h"
 #include "gtest/gtest.h"
+#include "tests/client/fake_clock.h"
 #include "tests/server/test_server.h"
 
 namespace dedup::client {
@@ -28,14 +31,20 @@ class GuardTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(nullptr); }
 
-  void Start(const storage::Clock* clock) {
+  // Restarts server and client, the server on `server_clock` and the client
+  // on `client_clock` (null: the system's).
+  void Start(const storage::Clock* server_clock, const Clock* client_clock = nullptr) {
     client_.reset();
     server_.reset();
-    auto server = TestServer::Start(kConfig, clock);
+    auto server = TestServer::Start(kConfig, server_clock);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     ClientOptions options;
     options.endpoint = absl::StrCat("127.0.0.1:", server_->server().port());
+    options.clock = client_clock;
+    // On a clock moved by hand a batch would wait for its window until the
+    // test moves it: send each call on its own.
+    options.coalesce = client_clock == nullptr;
     auto client = Client::Create(options);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);
@@ -59,9 +68,30 @@ class GuardTest : public ::testing::Test {
     return response.ok() ? *response : v1::ClaimResponse();
   }
 
+  // When the server says the lease of `key` ends; 0 if the call failed.
+  int64_t LeaseExpiresMs(const std::string& key) {
+    v1::QueryRequest r;
+    r.set_namespace_("payments");
+    r.set_key(key);
+    auto response = client_->Query(r);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? response->record().lease_expires_ms() : 0;
+  }
+
   std::unique_ptr<TestServer> server_;
   std::unique_ptr<Client> client_;
 };
+
+// Waits for something another thread does (a renewal reaching the server),
+// polling: true once `done` holds, false if it does not within 10 s.
+bool Eventually(const std::function<bool()>& done) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (!done()) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
 
 SideEffect Returning(std::string result, std::atomic<int>* runs) {
   return [result, runs](const GuardContext&) -> absl::StatusOr<std::string> {
@@ -131,10 +161,10 @@ TEST_F(GuardTest, FailedSideEffectIsReleasedSoARedeliveryRunsIt) {
 
 TEST_F(GuardTest, ExceptionReleasesTheClaimAndPropagates) {
   Guard a = NewGuard("worker-a");
-  EXPECT_THROW(a.Run("pay-throw",
-                     [](const GuardContext&) -> absl::StatusOr<std::string> {
-                       throw std::runtime_error("bug in the consumer");
-                     }),
+  EXPECT_THROW(static_cast<void>(a.Run("pay-throw",
+                                       [](const GuardContext&) -> absl::StatusOr<std::string> {
+                                         throw std::runtime_error("bug in the consumer");
+                                       })),
                std::runtime_error);
   v1::ClaimResponse next = ClaimAs("pay-throw", "worker-b");
   EXPECT_EQ(next.outcome(), v1::ClaimResponse::ACQUIRED) << "the claim was released";
@@ -167,23 +197,65 @@ TEST_F(GuardTest, SameKeyWithAnotherFingerprintIsAMismatch) {
   EXPECT_EQ(runs.load(), 1);
 }
 
-// Real time on purpose: the keeper thread renews the lease on the wall
-// clock. The lease is 1 s and the work takes 2.5 s; without renewal another
-// worker would take the key over after 1 s.
-TEST_F(GuardTest, LeaseIsRenewedWhileLongWorkRuns) {
-  Guard a = NewGuard("worker-a", absl::Seconds(1));
+// Server and client each on a clock of their own, moved together by hand:
+// the guard renews on the client's, the server ends leases on its own.
+class GuardLeaseTest : public GuardTest {
+ protected:
+  void SetUp() override { Start(&server_clock_, &client_clock_); }
+  // Before the clocks they run on go.
+  void TearDown() override {
+    client_.reset();
+    server_.reset();
+  }
+
+  // Time passes for both; the server's first, so that a renewal the client
+  // sends on its tick is read at the server's new time.
+  void Pass(absl::Duration d) {
+    server_clock_.AdvanceMs(absl::ToInt64Milliseconds(d));
+    client_clock_.Advance(d);
+  }
+
+  storage::ManualClock server_clock_{server::test::kStartMs};
+  test::FakeClock client_clock_;
+};
+
+TEST_F(GuardLeaseTest, LeaseIsRenewedWhileLongWorkRuns) {
+  Guard a = NewGuard("worker-a", absl::Seconds(3));  // Renewed every second.
   std::vector<v1::ClaimResponse::Outcome> seen_by_others;
   auto result = a.Run("pay-long", [&](const GuardContext& ctx) -> absl::StatusOr<std::string> {
-    for (int i = 0; i < 5; ++i) {
-      absl::SleepFor(absl::Milliseconds(500));
+    // Five seconds of work under a three-second lease.
+    for (int second = 1; second <= 5; ++second) {
+      Pass(absl::Seconds(1));
+      const int64_t renewed_until = server_clock_.NowMs() + 3'000;
+      if (!Eventually([&] { return LeaseExpiresMs("pay-long") == renewed_until; })) {
+        return absl::InternalError(absl::StrCat("no renewal at second ", second));
+      }
       seen_by_others.push_back(ClaimAs("pay-long", "worker-b").outcome());
     }
     return absl::StrCat("lease lost: ", ctx.lease_lost.load());
   });
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->outcome, GuardOutcome::kExecuted);
+  ASSERT_EQ(result->outcome, GuardOutcome::kExecuted) << result->work_error;
   EXPECT_EQ(result->result, "lease lost: 0");
+  EXPECT_EQ(seen_by_others.size(), 5u);
   for (auto outcome : seen_by_others) EXPECT_EQ(outcome, v1::ClaimResponse::IN_PROGRESS);
+}
+
+// A worker that stalls past its lease (its renewals never reach the server)
+// learns, at its next renewal, that another worker took the key over; its
+// Complete is then refused.
+TEST_F(GuardLeaseTest, LeaseLostIsRaisedOnceAnotherWorkerTookTheKeyOver) {
+  Guard a = NewGuard("worker-a", absl::Seconds(3));
+  auto result = a.Run("pay-lost", [&](const GuardContext& ctx) -> absl::StatusOr<std::string> {
+    server_clock_.AdvanceMs(3'001);  // Only the server's time passes: no renewal.
+    EXPECT_EQ(ClaimAs("pay-lost", "worker-b").outcome(), v1::ClaimResponse::ACQUIRED);
+    EXPECT_FALSE(ctx.lease_lost.load());
+    client_clock_.Advance(absl::Seconds(1));  // The renewal goes, with the old token.
+    EXPECT_TRUE(Eventually([&] { return ctx.lease_lost.load(); }));
+    return std::string("done too late");
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->outcome, GuardOutcome::kStale);
 }
 
 // The field case of a worker that claims and dies: after its lease a
