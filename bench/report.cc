@@ -4,45 +4,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
 
 namespace dedup::bench {
 namespace {
 
-std::string Quote(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
+using Json = nlohmann::ordered_json;
 
-// JSON has no NaN or infinity; those become null.
-std::string Number(double value) {
-  if (!std::isfinite(value)) return "null";
-  return absl::StrFormat("%.6g", value);
+// JSON has no NaN or infinity, and a measurement that was not taken is
+// negative: both become null.
+Json Measured(double value) {
+  if (!std::isfinite(value) || value < 0) return nullptr;
+  return value;
 }
-
-// A measurement that is negative when it was not taken.
-std::string Nullable(double value) { return value < 0 ? "null" : Number(value); }
 
 double Micros(uint64_t nanos) { return nanos / 1000.0; }
 
@@ -55,36 +29,52 @@ double CpuPerMillion(const RunResult& result) {
 
 std::string ToJson(const RunContext& context, const Workload& workload, const RunResult& result) {
   const LatencyHistogram& h = result.latency;
-  return absl::StrCat(
-      "{\"tool\":\"dedup_bench\",\"system\":", Quote(context.system),
-      ",\"variant\":", Quote(context.variant), ",\"label\":", Quote(context.label),
-      ",\"description\":", Quote(context.description),
-      ",\"workload\":{\"callers\":", workload.callers, ",\"batch\":", workload.batch,
-      ",\"duplicate_ratio\":", Number(workload.duplicate_ratio),
-      ",\"recent_window\":", workload.recent_window, ",\"lease_ms\":", workload.lease_ms,
-      ",\"complete\":", workload.complete ? "true" : "false",
-      ",\"retention_ms\":", workload.retention_ms, ",\"result_bytes\":", workload.result_bytes,
-      ",\"namespace\":", Quote(workload.ns), ",\"rate\":", Number(workload.rate),
-      ",\"warmup_s\":", Number(workload.warmup_seconds),
-      ",\"duration_s\":", Number(workload.duration_seconds),
-      ",\"max_claims\":", workload.max_claims, "}", ",\"claims\":", result.claims,
-      ",\"requests\":", result.requests, ",\"acquired\":", result.acquired,
-      ",\"duplicates\":", result.duplicates, ",\"errors\":", result.errors,
-      ",\"first_error\":", Quote(result.first_error),
-      ",\"elapsed_s\":", Number(result.elapsed_seconds),
-      ",\"throughput\":", Number(result.throughput()),
-      ",\"latency_us\":{\"p50\":", Number(Micros(h.Percentile(0.50))),
-      ",\"p90\":", Number(Micros(h.Percentile(0.90))),
-      ",\"p99\":", Number(Micros(h.Percentile(0.99))),
-      ",\"p999\":", Number(Micros(h.Percentile(0.999))), ",\"max\":", Number(Micros(h.max_nanos())),
-      ",\"mean\":", Number(Micros(h.mean_nanos())), "}",
-      ",\"server\":{\"pid\":", context.server_pid,
-      ",\"cpu_seconds\":", Nullable(result.server_cpu_seconds),
-      ",\"cpu_s_per_million_claims\":", Number(CpuPerMillion(result)),
-      ",\"rss_bytes\":", context.server_rss_bytes, ",\"data_dir\":", Quote(context.data_dir),
-      ",\"data_bytes\":", context.data_bytes, "}",
-      ",\"client_cpu_seconds\":", Number(result.client_cpu_seconds),
-      ",\"machine\":{\"other_cpu_seconds\":", Nullable(result.other_cpu_seconds), "}}");
+  Json out;
+  out["tool"] = "dedup_bench";
+  out["system"] = context.system;
+  out["variant"] = context.variant;
+  out["label"] = context.label;
+  out["description"] = context.description;
+  out["workload"] = {
+      {"callers", workload.callers},
+      {"batch", workload.batch},
+      {"duplicate_ratio", Measured(workload.duplicate_ratio)},
+      {"recent_window", workload.recent_window},
+      {"lease_ms", workload.lease_ms},
+      {"complete", workload.complete},
+      {"retention_ms", workload.retention_ms},
+      {"result_bytes", workload.result_bytes},
+      {"namespace", workload.ns},
+      {"rate", Measured(workload.rate)},
+      {"warmup_s", Measured(workload.warmup_seconds)},
+      {"duration_s", Measured(workload.duration_seconds)},
+      {"max_claims", workload.max_claims},
+  };
+  out["claims"] = result.claims;
+  out["requests"] = result.requests;
+  out["acquired"] = result.acquired;
+  out["duplicates"] = result.duplicates;
+  out["errors"] = result.errors;
+  out["first_error"] = result.first_error;
+  out["elapsed_s"] = Measured(result.elapsed_seconds);
+  out["throughput"] = Measured(result.throughput());
+  out["latency_us"] = {
+      {"p50", Micros(h.Percentile(0.50))}, {"p90", Micros(h.Percentile(0.90))},
+      {"p99", Micros(h.Percentile(0.99))}, {"p999", Micros(h.Percentile(0.999))},
+      {"max", Micros(h.max_nanos())},      {"mean", Measured(Micros(h.mean_nanos()))},
+  };
+  out["server"] = {
+      {"pid", context.server_pid},
+      {"cpu_seconds", Measured(result.server_cpu_seconds)},
+      {"cpu_s_per_million_claims", Measured(CpuPerMillion(result))},
+      {"rss_bytes", context.server_rss_bytes},
+      {"data_dir", context.data_dir},
+      {"data_bytes", context.data_bytes},
+  };
+  out["client_cpu_seconds"] = Measured(result.client_cpu_seconds);
+  out["machine"] = {{"other_cpu_seconds", Measured(result.other_cpu_seconds)}};
+  // Error texts may carry bytes that are not UTF-8: replace, never throw.
+  return out.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 std::string ToTable(const RunContext& context, const Workload& workload, const RunResult& result) {
