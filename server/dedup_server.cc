@@ -3,11 +3,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dedup/build_info.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "prometheus/text_serializer.h"
+#include "server/logging.h"
 #include "spdlog/spdlog.h"
 
 namespace dedup::server {
@@ -22,8 +24,7 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
   server->store_ = std::move(*store);
   std::vector<std::string> declared;
   for (const auto& [name, policy] : settings.policies->declared()) declared.push_back(name);
-  server->metrics_ =
-      std::make_unique<Metrics>(declared, settings.max_namespace_labels, kDedupdVersion);
+  server->metrics_ = std::make_unique<Metrics>(declared, settings.max_namespace_labels, kVersion);
   server->pool_ = std::make_unique<WorkerPool>(settings.workers);
   auto shards = std::make_shared<const ShardMap>(server->store_->shard_count(),
                                                  settings.cluster_nodes, settings.node_index);
@@ -54,16 +55,10 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
   // look like storage emptying after every restart.
   server->monitor_->Refresh();
   if (!settings.metrics_listen.empty()) {
-    auto http = HttpEndpoint::Start(
-        settings.metrics_listen,
-        {{"/metrics",
-          [raw] {
-            return HttpResponse{
-                200, "text/plain; version=0.0.4; charset=utf-8",
-                prometheus::TextSerializer().Serialize(raw->metrics_->registry()->Collect())};
-          }},
-         {"/healthz", [raw] { return raw->Probe(false); }},
-         {"/readyz", [raw] { return raw->Probe(true); }}});
+    auto http = HttpEndpoint::Start(settings.metrics_listen,
+                                    {{"/metrics", [raw] { return raw->Scrape(); }},
+                                     {"/healthz", [raw] { return raw->Probe(false); }},
+                                     {"/readyz", [raw] { return raw->Probe(true); }}});
     if (!http.ok()) return http.status();
     server->http_ = std::move(*http);
   }
@@ -74,17 +69,28 @@ DedupServer::~DedupServer() { Shutdown(absl::ZeroDuration()); }
 
 void DedupServer::OnStorageError(const absl::Status& error) {
   storage_failed_ = true;
-  spdlog::error("storage failed, answering NOT_SERVING until restarted: {}",
-                std::string(error.message()));
+  LogEvent(spdlog::level::err, "storage failed, answering NOT_SERVING until restarted",
+           {{"error", error.message()}});
   if (grpc_server_ != nullptr) {
     grpc_server_->GetHealthCheckService()->SetServingStatus(false);
   }
 }
 
+bool DedupServer::Ready() const { return !storage_failed_ && !draining_; }
+
 HttpResponse DedupServer::Probe(bool readiness) const {
   if (storage_failed_) return {503, "text/plain; charset=utf-8", "storage failed\n"};
-  if (readiness && draining_) return {503, "text/plain; charset=utf-8", "shutting down\n"};
+  if (readiness && !Ready()) return {503, "text/plain; charset=utf-8", "shutting down\n"};
   return {200, "text/plain; charset=utf-8", "ok\n"};
+}
+
+HttpResponse DedupServer::Scrape() const {
+  metrics_->SetReady(Ready());
+  std::vector<prometheus::MetricFamily> families = metrics_->registry()->Collect();
+  std::vector<prometheus::MetricFamily> process = process_metrics_.Collect();
+  families.insert(families.end(), process.begin(), process.end());
+  return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
+                      prometheus::TextSerializer().Serialize(families)};
 }
 
 void DedupServer::Shutdown(absl::Duration grace) {

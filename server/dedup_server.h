@@ -10,15 +10,13 @@
 #include "server/dedup_service.h"
 #include "server/http_endpoint.h"
 #include "server/metrics.h"
+#include "server/process_metrics.h"
 #include "server/server_settings.h"
 #include "server/storage_monitor.h"
 #include "server/worker_pool.h"
 #include "storage/store.h"
 
 namespace dedup::server {
-
-// The version dedupd reports (--version, dedup_build_info).
-inline constexpr char kDedupdVersion[] = "0.1.0";
 
 // A running dedupd: the store, the worker pool, the gRPC server with the
 // Dedup, health and reflection services, and the HTTP endpoint with
@@ -57,7 +55,11 @@ class DedupServer {
  private:
   DedupServer() = default;
   void OnStorageError(const absl::Status& error);
+  // What /readyz answers 200 for: serving, not draining, storage healthy.
+  bool Ready() const;
   HttpResponse Probe(bool readiness) const;
+  // /metrics: the registry and the process metrics, read now.
+  HttpResponse Scrape() const;
 
   std::atomic<bool> draining_{false};
   std::atomic<bool> storage_failed_{false};
@@ -68,6 +70,7 @@ class DedupServer {
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<StorageMonitor> monitor_;
   std::unique_ptr<HttpEndpoint> http_;
+  ProcessMetrics process_metrics_;
   int port_ = 0;
   bool stopped_ = false;
 };

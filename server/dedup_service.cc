@@ -3,26 +3,16 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "server/logging.h"
 #include "server/response_builder.h"
 #include "server/scan_reactor.h"
 #include "server/status_convert.h"
 #include "server/stream_reactor.h"
 #include "spdlog/spdlog.h"
+#include "storage/key_codec.h"
 
 namespace dedup::server {
-namespace {
-
-// A key for a log line: escaped, and cut short if long.
-std::string LogKey(const std::string& key) {
-  constexpr size_t kMax = 64;
-  std::string escaped = absl::CHexEscape(key.substr(0, kMax));
-  return key.size() > kMax ? escaped + "..." : escaped;
-}
-
-}  // namespace
-
 absl::Status CheckBatchSize(const v1::BatchRequest& request) {
   if (request.operations_size() > kMaxBatchOperations) {
     return absl::InvalidArgumentError(absl::StrCat("operations: at most ", kMaxBatchOperations,
@@ -51,22 +41,26 @@ grpc::ServerUnaryReactor* DedupService::Topology(grpc::CallbackServerContext* co
   return reactor;
 }
 
-void DedupService::RecordRequest(Method method, RequestStart start, const grpc::Status& status) {
-  metrics_->RecordRequest(method, absl::FromChrono(NowForLatency() - start), status.error_code());
+void DedupService::RecordRequest(Method method, absl::string_view ns, RequestStart start,
+                                 const grpc::Status& status) {
+  metrics_->RecordRequest(method, ns, absl::FromChrono(NowForLatency() - start),
+                          status.error_code());
   metrics_->RequestFinished();
 }
 
 void DedupService::NoteResult(const storage::Operation& op, const storage::OpResult& result) {
   metrics_->RecordOperation(op, result);
+  if (!result.takeover && !result.poisoned) return;
+  const storage::Record& record = result.record;
+  std::vector<LogField> fields = KeyFields(record.ns, record.key);
+  fields.emplace_back("shard", storage::ShardOf(record.ns, record.key, store_->shard_count()));
+  fields.emplace_back("attempts", record.attempts);
   if (result.takeover) {
-    spdlog::info("lease takeover: namespace={} key=\"{}\" owner={} token={} attempt={}",
-                 result.record.ns, LogKey(result.record.key), result.record.owner,
-                 result.record.token, result.record.attempts);
+    fields.emplace_back("owner", record.owner);
+    fields.emplace_back("token", record.token);
+    LogEvent(spdlog::level::info, "lease takeover", fields);
   }
-  if (result.poisoned) {
-    spdlog::warn("key poisoned (FAILED after {} attempts): namespace={} key=\"{}\"",
-                 result.record.attempts, result.record.ns, LogKey(result.record.key));
-  }
+  if (result.poisoned) LogEvent(spdlog::level::warn, "key poisoned (FAILED)", fields);
 }
 
 template <typename Request, typename Response>
@@ -77,8 +71,8 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
   const RequestStart start = NowForLatency();
   metrics_->RequestStarted();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto finish = [this, reactor, method, start](const grpc::Status& status) {
-    RecordRequest(method, start, status);
+  auto finish = [this, reactor, method, start, request](const grpc::Status& status) {
+    RecordRequest(method, request->namespace_(), start, status);
     reactor->Finish(status);
   };
   absl::StatusOr<storage::Operation> op = translator_.Translate(*request);
@@ -134,24 +128,25 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
   const RequestStart start = NowForLatency();
   metrics_->RequestStarted();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto finish = [this, reactor, start](const grpc::Status& status) {
-    RecordRequest(Method::kBatch, start, status);
+  auto finish = [this, reactor, start](absl::string_view ns, const grpc::Status& status) {
+    RecordRequest(Method::kBatch, ns, start, status);
     reactor->Finish(status);
   };
   absl::Status size = CheckBatchSize(*request);
   if (!size.ok()) {
-    finish(ToGrpcStatus(size));
+    finish("", ToGrpcStatus(size));
     return reactor;
   }
   const bool queued = pool_->Submit([this, request, response, finish] {
-    ExecuteBatch(*request, response);
-    finish(grpc::Status::OK);
+    const std::string ns = ExecuteBatch(*request, response);
+    finish(ns, grpc::Status::OK);
   });
-  if (!queued) finish(ShuttingDownStatus());
+  if (!queued) finish("", ShuttingDownStatus());
   return reactor;
 }
 
-void DedupService::ExecuteBatch(const v1::BatchRequest& request, v1::BatchResponse* response) {
+std::string DedupService::ExecuteBatch(const v1::BatchRequest& request,
+                                       v1::BatchResponse* response) {
   const int n = request.operations_size();
   response->set_batch_id(request.batch_id());
   std::vector<absl::StatusOr<storage::OpResult>> results(n, absl::InternalError("not executed"));
@@ -178,6 +173,12 @@ void DedupService::ExecuteBatch(const v1::BatchRequest& request, v1::BatchRespon
   for (int i = 0; i < n; ++i) {
     FillOperationResult(request.operations(i), results[i], response->add_results());
   }
+  std::string ns;
+  for (const storage::Operation& op : valid) {
+    if (ns.empty()) ns = storage::OpNamespace(op);
+    if (storage::OpNamespace(op) != ns) return "";
+  }
+  return ns;
 }
 
 grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse>* DedupService::Stream(

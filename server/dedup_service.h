@@ -2,6 +2,7 @@
 #define DEDUP_SERVER_DEDUP_SERVICE_H_
 
 #include <memory>
+#include <string>
 
 #include "dedup/v1/dedup.grpc.pb.h"
 #include "server/metrics.h"
@@ -56,13 +57,16 @@ class DedupService final : public v1::Dedup::CallbackService {
 
   // Runs one batch: each item validated and answered on its own, the valid
   // ones applied to storage together. Blocks on storage; call it from a
-  // worker.
-  void ExecuteBatch(const v1::BatchRequest& request, v1::BatchResponse* response);
+  // worker. Returns the namespace every valid item names, or empty when
+  // they name several (or none is valid), for the latency label.
+  std::string ExecuteBatch(const v1::BatchRequest& request, v1::BatchResponse* response);
 
   // Counts a finished RPC (latency from `start`, read from the steady
   // clock so that wall-clock steps do not distort it) and ends its
   // in-flight count, which the handler began with metrics()->RequestStarted().
-  void RecordRequest(Method method, RequestStart start, const grpc::Status& status);
+  // `ns` as Metrics::RecordRequest takes it.
+  void RecordRequest(Method method, absl::string_view ns, RequestStart start,
+                     const grpc::Status& status);
 
   WorkerPool* pool() const { return pool_; }
   Metrics* metrics() const { return metrics_; }

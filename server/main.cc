@@ -19,7 +19,9 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "dedup/build_info.h"
 #include "server/dedup_server.h"
+#include "server/logging.h"
 #include "server/server_settings.h"
 #include "spdlog/spdlog.h"
 
@@ -49,12 +51,21 @@ ABSL_FLAG(std::vector<std::string>, cluster_nodes, {},
 ABSL_FLAG(int32_t, node_index, -1,
           "This node's index in --cluster_nodes [config: cluster.node_index].");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
+ABSL_FLAG(std::string, log_format, "text",
+          "text (one readable line per event) or json (one JSON object per line).");
+ABSL_FLAG(bool, log_keys, false,
+          "Log keys in clear (escaped) beside their hash. Off by default: keys can carry "
+          "customer ids.");
 ABSL_FLAG(std::string, port_file, "",
           "After binding, write the gRPC port to this file (useful with port 0).");
 ABSL_FLAG(bool, check_config, false, "Validate the configuration, print it and exit.");
 
 namespace {
 
+using dedup::server::ConfigureLogging;
+using dedup::server::LogEvent;
+using dedup::server::LogFormat;
+using dedup::server::ParseLogFormat;
 using dedup::v1::ServerConfig;
 
 constexpr char kUsage[] =
@@ -85,6 +96,10 @@ Flags (each overrides the config field in brackets):
   --workers=N           storage worker threads [workers; default 32]
   --max_key_bytes=N     longest key [max_key_bytes; default 512]
   --log_level=LEVEL     trace, debug, info, warn, error or off (default info)
+  --log_format=FORMAT   text, or json: one object per line with time, level,
+                        message and fields such as namespace, shard, key_hash
+  --log_keys            also log keys in clear (escaped); by default a key is
+                        logged only as key_hash, since keys can carry customer ids
   --port_file=FILE      after binding, write the gRPC port here (for --listen=...:0)
   --check_config        validate the configuration, print a summary and exit
   --version             print the version and exit
@@ -208,9 +223,7 @@ int main(int argc, char** argv) {
   usage_config.contains_help_flags = [](absl::string_view file) {
     return absl::EndsWith(file, "server/main.cc");
   };
-  usage_config.version_string = [] {
-    return absl::StrCat("dedupd ", dedup::server::kDedupdVersion, "\n");
-  };
+  usage_config.version_string = [] { return absl::StrCat("dedupd ", dedup::kVersion, "\n"); };
   absl::SetFlagsUsageConfig(usage_config);
   if (std::optional<int> exit_code = CheckCommandLine(argc, argv)) return *exit_code;
   // Debian builds Abseil without NDEBUG, which turns on absl::Mutex deadlock
@@ -220,7 +233,12 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::ParseCommandLine(argc, argv);
 
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l dedupd: %v");
+  absl::StatusOr<LogFormat> log_format = ParseLogFormat(absl::GetFlag(FLAGS_log_format));
+  if (!log_format.ok()) {
+    std::cerr << "dedupd: " << log_format.status().message() << "\n";
+    return 2;
+  }
+  ConfigureLogging({*log_format, absl::GetFlag(FLAGS_log_keys)});
   if (!SetLogLevel(absl::GetFlag(FLAGS_log_level))) {
     std::cerr << "dedupd: --log_level: unknown level '" << absl::GetFlag(FLAGS_log_level)
               << "' (trace, debug, info, warn, error, off)\n";
@@ -240,32 +258,36 @@ int main(int argc, char** argv) {
   }
 
   const sigset_t signals = BlockShutdownSignals();
-  spdlog::info("starting: {}", dedup::server::DescribeSettings(*settings));
+  LogEvent(
+      spdlog::level::info, "starting",
+      {{"version", dedup::kVersion}, {"settings", dedup::server::DescribeSettings(*settings)}});
   absl::StatusOr<std::unique_ptr<dedup::server::DedupServer>> server =
       dedup::server::DedupServer::Start(*settings);
   if (!server.ok()) {
-    spdlog::error("cannot start: {}", std::string(server.status().message()));
+    LogEvent(spdlog::level::err, "cannot start", {{"error", server.status().message()}});
     return 1;
   }
-  spdlog::info("serving dedup.v1.Dedup on {} (port {}), metrics on {}, data in {} with {} shards",
-               settings->listen, (*server)->port(),
-               (*server)->http_port() != 0 ? absl::StrCat("port ", (*server)->http_port())
-                                           : std::string("no port"),
-               settings->store.path, (*server)->store()->shard_count());
+  LogEvent(spdlog::level::info, "serving dedup.v1.Dedup",
+           {{"listen", settings->listen},
+            {"port", (*server)->port()},
+            {"metrics_port", (*server)->http_port()},
+            {"data_dir", settings->store.path},
+            {"shards", (*server)->store()->shard_count()}});
 
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     std::ofstream out(port_file, std::ios::trunc);
     out << (*server)->port() << "\n";
     if (!out.flush()) {
-      spdlog::error("cannot write --port_file {}", port_file);
+      LogEvent(spdlog::level::err, "cannot write --port_file", {{"path", port_file}});
       return 1;
     }
   }
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  spdlog::info("received {}: draining in-flight calls (up to {} ms)",
-               signal_number == SIGTERM ? "SIGTERM" : "SIGINT", settings->shutdown_grace_ms);
+  LogEvent(spdlog::level::info, "draining in-flight calls",
+           {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"},
+            {"grace_ms", settings->shutdown_grace_ms}});
   (*server)->Shutdown(absl::Milliseconds(settings->shutdown_grace_ms));
-  spdlog::info("stopped cleanly");
+  LogEvent(spdlog::level::info, "stopped cleanly");
   return 0;
 }

@@ -14,10 +14,13 @@ using storage::Outcome;
 
 constexpr char kOther[] = "other";
 
-// Latency buckets from 50 µs to 2.5 s: an fsync is ~0.1–10 ms.
+constexpr char kMixed[] = "mixed";
+
+// Latency buckets from 50 µs (an fsync is ~0.1–10 ms) to 60 s, so that a
+// Scan over a large namespace lands in a bucket too.
 prometheus::Histogram::BucketBoundaries LatencyBuckets() {
-  return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-          0.025,   0.05,   0.1,     0.25,   0.5,   1,      2.5};
+  return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+          0.1,     0.25,   0.5,     1,      2.5,   5,      10,    30,   60};
 }
 
 // Outcome counters: one family per operation kind, labelled from the
@@ -88,7 +91,8 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
                     .Register(*registry_)),
       latency_family_(BuildHistogram()
                           .Name("dedup_request_duration_seconds")
-                          .Help("RPC latency from receipt to answer, by method.")
+                          .Help("RPC latency from receipt to answer, by method and namespace "
+                                "(\"mixed\": a Batch or Stream message spanning several).")
                           .Register(*registry_)),
       in_flight_(&BuildGauge()
                       .Name("dedup_requests_in_flight")
@@ -108,9 +112,9 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
     outcome_families_[static_cast<size_t>(family.kind)] =
         &BuildCounter().Name(family.name).Help(family.help).Register(*registry_);
   }
-  for (int m = 0; m < kMethodCount; ++m) {
-    latency_[m] =
-        &latency_family_.Add({{"method", MethodName(static_cast<Method>(m))}}, LatencyBuckets());
+  for (Method method : {Method::kBatch, Method::kStream}) {
+    mixed_latency_[static_cast<int>(method)] = &latency_family_.Add(
+        {{"method", MethodName(method)}, {"namespace", kMixed}}, LatencyBuckets());
   }
   // Every method has its OK series from the start, so rate() sees the first
   // request and dashboards show 0 rather than no data.
@@ -129,6 +133,16 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
                                     "Bytes RocksDB estimates compaction must rewrite.");
   write_stalled_ =
       gauge("dedup_storage_write_stalled", "1 while RocksDB delays or stops writes, else 0.");
+  volume_free_bytes_ = gauge("dedup_storage_volume_free_bytes",
+                             "Bytes free (to dedupd) on the file system of the data directory.");
+  volume_total_bytes_ =
+      gauge("dedup_storage_volume_total_bytes", "Size of the file system of the data directory.");
+  write_stall_seconds_ = &BuildCounter()
+                              .Name("dedup_storage_write_stall_seconds_total")
+                              .Help("Time writers waited on RocksDB delaying or stopping writes.")
+                              .Register(*registry_)
+                              .Add({});
+  ready_ = gauge("dedup_ready", "1 when /readyz answers 200 (serving, storage healthy), else 0.");
   background_errors_ = gauge("dedup_storage_background_error",
                              "1 once RocksDB reported a background error (writes fail), else 0.");
   BuildGauge()
@@ -158,10 +172,14 @@ Metrics::NamespaceSeries* Metrics::CreateSeries(const std::string& label) {
   s->stale_tokens = &stale_tokens_.Add({{"namespace", label}});
   s->mismatches = &mismatches_.Add({{"namespace", label}});
   s->poisoned = &poisoned_.Add({{"namespace", label}});
+  for (int m = 0; m < kMethodCount; ++m) {
+    s->latency[m] = &latency_family_.Add(
+        {{"method", MethodName(static_cast<Method>(m))}, {"namespace", label}}, LatencyBuckets());
+  }
   return s;
 }
 
-Metrics::NamespaceSeries* Metrics::SeriesFor(const std::string& ns) {
+Metrics::NamespaceSeries* Metrics::SeriesFor(absl::string_view ns) {
   {
     absl::ReaderMutexLock lock(&mu_);
     if (auto it = series_.find(ns); it != series_.end()) return it->second.get();
@@ -170,8 +188,8 @@ Metrics::NamespaceSeries* Metrics::SeriesFor(const std::string& ns) {
   if (auto it = series_.find(ns); it != series_.end()) return it->second.get();
   if (undeclared_labels_ >= max_namespace_labels_) return series_[kOther].get();
   ++undeclared_labels_;
-  auto& slot = series_[ns];
-  slot.reset(CreateSeries(ns));
+  auto& slot = series_[std::string(ns)];
+  slot.reset(CreateSeries(std::string(ns)));
   return slot.get();
 }
 
@@ -190,12 +208,20 @@ void Metrics::RecordOperation(const storage::Operation& op, const storage::OpRes
   if (result.takeover) s->takeovers->Increment();
 }
 
-void Metrics::RecordRequest(Method method, absl::Duration latency, grpc::StatusCode code) {
-  latency_[static_cast<int>(method)]->Observe(absl::ToDoubleSeconds(latency));
+void Metrics::RecordRequest(Method method, absl::string_view ns, absl::Duration latency,
+                            grpc::StatusCode code) {
+  const bool refused =
+      code == grpc::StatusCode::INVALID_ARGUMENT || code == grpc::StatusCode::NOT_FOUND;
+  const int m = static_cast<int>(method);
+  prometheus::Histogram* histogram = nullptr;
+  if (!refused && ns.empty()) histogram = mixed_latency_[m];
+  if (histogram == nullptr) {
+    histogram = SeriesFor(refused || ns.empty() ? absl::string_view(kOther) : ns)->latency[m];
+  }
+  histogram->Observe(absl::ToDoubleSeconds(latency));
   const int index = static_cast<int>(code);
   if (index < 0 || index >= kGrpcCodeCount) code = grpc::StatusCode::UNKNOWN;
-  std::atomic<prometheus::Counter*>& slot =
-      requests_by_code_[static_cast<int>(method)][static_cast<int>(code)];
+  std::atomic<prometheus::Counter*>& slot = requests_by_code_[m][static_cast<int>(code)];
   prometheus::Counter* counter = slot.load(std::memory_order_acquire);
   if (counter == nullptr) {
     // Family::Add returns the same series for the same labels, so a race
@@ -215,7 +241,14 @@ void Metrics::RecordStorage(const storage::StoreStats& stats) {
     records_.Add({{"state", storage::StatsStateName(i)}})
         .Set(static_cast<double>(stats.records_by_state[i]));
   }
+  volume_free_bytes_->Set(static_cast<double>(stats.volume_free_bytes));
+  volume_total_bytes_->Set(static_cast<double>(stats.volume_total_bytes));
   absl::MutexLock lock(&storage_mu_);
+  if (stats.write_stall_micros > write_stall_micros_seen_) {
+    write_stall_seconds_->Increment(
+        static_cast<double>(stats.write_stall_micros - write_stall_micros_seen_) / 1e6);
+    write_stall_micros_seen_ = stats.write_stall_micros;
+  }
   const std::array<uint64_t, 3> dropped = {stats.dropped_completed, stats.dropped_failed,
                                            stats.dropped_abandoned};
   for (size_t i = 0; i < dropped.size(); ++i) {

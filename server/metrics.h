@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/status_code_enum.h"
@@ -56,13 +57,21 @@ class Metrics {
   void RecordOperation(const storage::Operation& op, const storage::OpResult& result);
 
   // One finished RPC (a Batch or Stream message counts once, its items in
-  // RecordOperation), with its gRPC status code.
-  void RecordRequest(Method method, absl::Duration latency, grpc::StatusCode code);
+  // RecordOperation), with its gRPC status code. `ns` labels the latency:
+  // the request's namespace, or empty for a Batch or Stream message that
+  // spans several (namespace="mixed"). A request refused for its input or
+  // its namespace (INVALID_ARGUMENT, NOT_FOUND) is labelled "other", so
+  // that junk namespaces never take a label.
+  void RecordRequest(Method method, absl::string_view ns, absl::Duration latency,
+                     grpc::StatusCode code);
   void RequestStarted() { in_flight_->Increment(); }
   void RequestFinished() { in_flight_->Decrement(); }
 
   // Gauges and compaction counters from a fresh reading of the store.
   void RecordStorage(const storage::StoreStats& stats);
+
+  // dedup_ready: 1 when /readyz would answer 200.
+  void SetReady(bool ready) { ready_->Set(ready ? 1 : 0); }
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
@@ -77,8 +86,9 @@ class Metrics {
     prometheus::Counter* stale_tokens;
     prometheus::Counter* mismatches;
     prometheus::Counter* poisoned;
+    std::array<prometheus::Histogram*, kMethodCount> latency;  // By Method.
   };
-  NamespaceSeries* SeriesFor(const std::string& ns);
+  NamespaceSeries* SeriesFor(absl::string_view ns);
   NamespaceSeries* CreateSeries(const std::string& label) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t max_namespace_labels_;
@@ -95,7 +105,9 @@ class Metrics {
   std::array<std::array<std::atomic<prometheus::Counter*>, kGrpcCodeCount>, kMethodCount>
       requests_by_code_{};
   prometheus::Family<prometheus::Histogram>& latency_family_;
-  std::array<prometheus::Histogram*, kMethodCount> latency_;
+  // Batch and Stream messages whose items span namespaces; null for the
+  // other methods.
+  std::array<prometheus::Histogram*, kMethodCount> mixed_latency_{};
   prometheus::Gauge* in_flight_;
   prometheus::Family<prometheus::Counter>& compaction_drops_;
   std::array<prometheus::Counter*, 3> dropped_;  // completed, failed, abandoned
@@ -104,6 +116,11 @@ class Metrics {
   prometheus::Gauge* storage_bytes_;
   prometheus::Gauge* pending_compaction_bytes_;
   prometheus::Gauge* write_stalled_;
+  prometheus::Counter* write_stall_seconds_;
+  uint64_t write_stall_micros_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;
+  prometheus::Gauge* volume_free_bytes_;
+  prometheus::Gauge* volume_total_bytes_;
+  prometheus::Gauge* ready_;
   prometheus::Gauge* background_errors_;
   absl::Mutex storage_mu_;
 

@@ -8,7 +8,7 @@
 namespace dedup::server {
 
 ScanReactor::ScanReactor(DedupService* service, const v1::ScanRequest& request)
-    : service_(service), limit_(request.limit()) {
+    : service_(service), ns_(request.namespace_()), limit_(request.limit()) {
   service_->metrics()->RequestStarted();
   absl::StatusOr<const Policy*> policy = service_->translator().Resolve(request.namespace_());
   absl::StatusOr<storage::State> state = StateFilterFromProto(request.state());
@@ -63,7 +63,7 @@ void ScanReactor::WriteNext() {
 }
 
 void ScanReactor::Done(const grpc::Status& status) {
-  service_->RecordRequest(Method::kScan, start_, status);
+  service_->RecordRequest(Method::kScan, ns_, start_, status);
   Finish(status);
 }
 

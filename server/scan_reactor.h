@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "dedup/v1/dedup.grpc.pb.h"
@@ -34,6 +35,7 @@ class ScanReactor final : public grpc::ServerWriteReactor<v1::Record> {
   void Done(const grpc::Status& status);
 
   DedupService* const service_;
+  const std::string ns_;  // As requested, for the latency label.
   storage::ScanQuery query_;
   uint64_t limit_ = 0;  // 0: no limit.
   uint64_t written_ = 0;

@@ -44,12 +44,12 @@ void StreamReactor::OnReadDone(bool ok) {
   service_->metrics()->RequestStarted();
   const bool queued = service_->pool()->Submit([this, start, request = std::move(request)] {
     v1::BatchResponse response;
-    service_->ExecuteBatch(request, &response);
-    service_->RecordRequest(Method::kStream, start, grpc::Status::OK);
+    const std::string ns = service_->ExecuteBatch(request, &response);
+    service_->RecordRequest(Method::kStream, ns, start, grpc::Status::OK);
     Answer(std::move(response));
   });
   if (!queued) {
-    service_->RecordRequest(Method::kStream, start, ShuttingDownStatus());
+    service_->RecordRequest(Method::kStream, "", start, ShuttingDownStatus());
     {
       absl::MutexLock lock(&mu_);
       --in_flight_;

@@ -107,6 +107,9 @@ absl::Status DataDir::OpenDb(CompactionDrops* drops) {
   db_options.max_background_jobs = 4;
   db_options.db_write_buffer_size = 256ull << 20;
   db_options.listeners.push_back(listener_);
+  statistics_ = rocksdb::CreateDBStatistics();
+  statistics_->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);
+  db_options.statistics = statistics_;
   if (options_.env_for_testing != nullptr && options_.env_for_testing->env != nullptr) {
     db_options.env = options_.env_for_testing->env.get();
   }
@@ -201,6 +204,10 @@ absl::Status DataDir::LoadTokenCeilings() {
 }
 
 absl::Status DataDir::BackgroundError() const { return listener_->error(); }
+
+uint64_t DataDir::WriteStallMicros() const {
+  return statistics_->getTickerCount(rocksdb::STALL_MICROS);
+}
 
 DataDir::~DataDir() {
   if (db_ == nullptr) return;

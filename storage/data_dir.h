@@ -3,11 +3,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "rocksdb/db.h"
+#include "rocksdb/statistics.h"
 #include "storage/compaction_drops.h"
 #include "storage/store.h"
 #include "storage/token_allocator.h"
@@ -47,6 +49,12 @@ class DataDir {
   // in the meta family.
   TokenAllocator* tokens(uint32_t index) const { return tokens_[index].get(); }
 
+  const std::string& path() const { return options_.path; }
+
+  // Microseconds writers have waited for RocksDB (delayed or stopped
+  // writes) since open.
+  uint64_t WriteStallMicros() const;
+
   // OK, or the first RocksDB background error since open. After one, RocksDB
   // accepts no writes and must not be asked to sync.
   absl::Status BackgroundError() const;
@@ -62,6 +70,8 @@ class DataDir {
 
   const StoreOptions options_;
   std::shared_ptr<ErrorListener> listener_;
+  // Tickers only (no histograms or timers): the write-stall time.
+  std::shared_ptr<rocksdb::Statistics> statistics_;
   rocksdb::DB* db_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // The default family.
   std::vector<rocksdb::ColumnFamilyHandle*> shards_;

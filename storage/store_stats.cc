@@ -1,5 +1,7 @@
 #include "storage/store_stats.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <memory>
 
@@ -71,6 +73,12 @@ StoreStats ReadStoreStats(const DataDir& dir, const CompactionDrops& drops, int6
   }
   stats.write_stalled = IntProperty(dir, dir.meta(), "rocksdb.is-write-stopped") != 0 ||
                         IntProperty(dir, dir.meta(), "rocksdb.actual-delayed-write-rate") != 0;
+  stats.write_stall_micros = dir.WriteStallMicros();
+  struct statvfs volume;
+  if (statvfs(dir.path().c_str(), &volume) == 0) {
+    stats.volume_free_bytes = static_cast<uint64_t>(volume.f_bavail) * volume.f_frsize;
+    stats.volume_total_bytes = static_cast<uint64_t>(volume.f_blocks) * volume.f_frsize;
+  }
   stats.background_error = !dir.BackgroundError().ok();
   stats.dropped_completed = drops.completed.load();
   stats.dropped_failed = drops.failed.load();

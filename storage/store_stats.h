@@ -30,7 +30,10 @@ struct StoreStats {
   std::array<uint64_t, kStatsStateCount> records_by_state = {};  // By StatsIndex.
   uint64_t storage_bytes = 0;                                    // SST files and memtables.
   uint64_t pending_compaction_bytes = 0;
-  bool write_stalled = false;  // RocksDB delays or stops writes.
+  bool write_stalled = false;       // RocksDB delays or stops writes.
+  uint64_t write_stall_micros = 0;  // Writers delayed or stopped, in total since open.
+  uint64_t volume_free_bytes = 0;   // Of the file system holding the data directory,
+  uint64_t volume_total_bytes = 0;  // as statvfs(3) reports to unprivileged users.
   bool background_error = false;
   uint64_t dropped_completed = 0;  // By the TTL filter since open.
   uint64_t dropped_failed = 0;

@@ -168,7 +168,7 @@ TEST_F(MetricsTest, HundredClaimsWithThirtyCompletedAndTenInProgressDuplicates) 
   EXPECT_EQ(m[R"(dedup_completes_total{namespace="coupons",outcome="ok"})"], 50);
   EXPECT_EQ(m[R"(dedup_requests_total{code="OK",method="Claim"})"], 100);
   EXPECT_EQ(m[R"(dedup_requests_total{code="OK",method="Complete"})"], 50);
-  EXPECT_EQ(m[R"(dedup_request_duration_seconds_count{method="Claim"})"], 100);
+  EXPECT_EQ(m[R"(dedup_request_duration_seconds_count{method="Claim",namespace="coupons"})"], 100);
   EXPECT_EQ(m["dedup_requests_in_flight"], 0);
   EXPECT_EQ(m[R"(dedup_records{state="completed"})"], 50);
   EXPECT_EQ(m[R"(dedup_records{state="in_progress"})"], 10);
@@ -226,6 +226,55 @@ TEST_F(MetricsTest, RecordsDroppedByTtlCompactionAreCounted) {
   EXPECT_EQ(m[R"(dedup_records{state="completed"})"], 1);
 }
 
+TEST_F(MetricsTest, LatencyIsLabelledByNamespaceWithinTheLabelLimit) {
+  Claim("coupons", "k", "worker-a");
+  Claim("first", "k", "worker-a");
+  v1::BatchRequest mixed;
+  *mixed.add_operations()->mutable_claim() = ClaimOf("coupons", "b1", "worker-a");
+  *mixed.add_operations()->mutable_claim() = ClaimOf("first", "b2", "worker-a");
+  v1::BatchRequest single;
+  *single.add_operations()->mutable_claim() = ClaimOf("coupons", "b3", "worker-a");
+  for (const v1::BatchRequest* request : {&mixed, &single}) {
+    v1::BatchResponse response;
+    auto context = NewContext();
+    ASSERT_TRUE(stub_->Batch(context.get(), *request, &response).ok());
+  }
+  v1::ClaimResponse refused;
+  auto context = NewContext();
+  EXPECT_EQ(stub_->Claim(context.get(), ClaimOf("junk-ns", "", "worker-a"), &refused).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  auto m = Scrape();
+  EXPECT_EQ(m[R"(dedup_request_duration_seconds_count{method="Claim",namespace="coupons"})"], 1);
+  EXPECT_EQ(m[R"(dedup_request_duration_seconds_count{method="Claim",namespace="first"})"], 1);
+  EXPECT_EQ(m[R"(dedup_request_duration_seconds_count{method="Claim",namespace="other"})"], 1);
+  EXPECT_EQ(m.count(R"(dedup_request_duration_seconds_count{method="Claim",namespace="junk-ns"})"),
+            0u);
+  EXPECT_EQ(m[R"(dedup_request_duration_seconds_count{method="Batch",namespace="mixed"})"], 1);
+  EXPECT_EQ(m[R"(dedup_request_duration_seconds_count{method="Batch",namespace="coupons"})"], 1);
+  // The top buckets cover a long Scan.
+  EXPECT_EQ(
+      m.count(R"(dedup_request_duration_seconds_bucket{method="Scan",namespace="other",le="60"})"),
+      1u);
+}
+
+TEST_F(MetricsTest, ProcessReadinessAndVolumeMetricsAreExported) {
+  auto m = Scrape();
+  EXPECT_GT(m["process_cpu_seconds_total"], 0);
+  EXPECT_GT(m["process_resident_memory_bytes"], 1 << 20);
+  EXPECT_GE(m["process_virtual_memory_bytes"], m["process_resident_memory_bytes"]);
+  EXPECT_GT(m["process_open_fds"], 3);
+  EXPECT_GE(m["process_max_fds"], m["process_open_fds"]);
+  const double now = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  EXPECT_GT(m["process_start_time_seconds"], now - 24 * 3600);
+  EXPECT_LE(m["process_start_time_seconds"], now + 1);
+  EXPECT_EQ(m["dedup_ready"], 1);
+  EXPECT_GT(m["dedup_storage_volume_total_bytes"], 0);
+  EXPECT_GT(m["dedup_storage_volume_free_bytes"], 0);
+  EXPECT_LE(m["dedup_storage_volume_free_bytes"], m["dedup_storage_volume_total_bytes"]);
+  EXPECT_EQ(m.count("dedup_storage_write_stall_seconds_total"), 1u);
+}
+
 TEST_F(MetricsTest, ProbesAnswerOkWhileServing) {
   EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 200);
   EXPECT_EQ(Get(server_->http_port(), "/readyz").code, 200);
@@ -250,6 +299,7 @@ TEST_F(MetricsTest, StorageFailureTurnsHealthNotServingAndProbesUnavailable) {
 
   auto m = Scrape();  // Also runs the storage monitor now.
   EXPECT_EQ(m["dedup_storage_background_error"], 1);
+  EXPECT_EQ(m["dedup_ready"], 0);
   EXPECT_EQ(m[R"(dedup_requests_total{code="UNAVAILABLE",method="Claim"})"], 1);
   EXPECT_EQ(HealthOfDedup(), "NOT_SERVING");
   EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 503);
