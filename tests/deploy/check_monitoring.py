@@ -68,9 +68,18 @@ REQUIRED_ALERT_METRICS = {
     "dedup_lease_takeovers_total": "lease takeover spike",
     "dedup_request_duration_seconds_bucket": "p99 latency",
     "dedup_storage_bytes": "disk growth",
-    "dedup_storage_write_stalled": "sustained write stalls",
+    "dedup_storage_write_stall_seconds_total": "sustained write stalls",
+    "dedup_storage_volume_free_bytes": "the data volume filling",
     "dedup_poisoned_total": "poisoned keys",
-    "probe_success": "readiness",
+    "dedup_ready": "readiness",
+}
+# What stock dashboards and alerts expect of any exporter, and the
+# readiness and capacity series operators alert on: dedupd must export each.
+REQUIRED_EXPORTED = {
+    "process_cpu_seconds_total", "process_resident_memory_bytes",
+    "process_virtual_memory_bytes", "process_open_fds", "process_max_fds",
+    "process_start_time_seconds", "dedup_ready", "dedup_storage_volume_free_bytes",
+    "dedup_storage_volume_total_bytes", "dedup_storage_write_stall_seconds_total",
 }
 SEVERITIES = {"page", "warning", "info"}
 
@@ -637,6 +646,10 @@ def main():
     if exported is None:
         print("FAILED: could not read dedupd's metrics", flush=True)
         return 1
+    for name in sorted(REQUIRED_EXPORTED - set(exported)):
+        problem("dedupd does not export %s" % name)
+    if "namespace" not in exported.get("dedup_request_duration_seconds_bucket", {}):
+        problem("dedup_request_duration_seconds has no namespace label")
     used, dashboard_queries = set(), []
     check_dashboard(os.path.join(args.deploy, "grafana", "dedupd-dashboard.json"),
                     exported, used, dashboard_queries)
