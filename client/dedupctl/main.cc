@@ -1,4 +1,5 @@
 // dedupctl: the command line over the dedup client library.
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
