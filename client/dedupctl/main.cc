@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "dedup/build_info.h"
 #include "dedup/client/client.h"
 #include "exit_codes.h"
 #include "output.h"
@@ -38,6 +39,7 @@ Global options (before or after the command):
   --timeout=5s          deadline of the call, retries included
   --json                print the response as JSON (bytes fields in base64)
   --help                this text; `dedupctl COMMAND --help` for one command
+  --version             print the version and exit
 
 Exit codes:
   0  ACQUIRED, OK, ALREADY_COMPLETED, record found, server SERVING
@@ -119,6 +121,7 @@ struct Args {
   std::map<std::string, std::string> options;
   bool json = false;
   bool help = false;
+  bool version = false;
 };
 
 [[noreturn]] void UsageError(const std::string& message, const char* usage = nullptr) {
@@ -135,6 +138,8 @@ Args Parse(int argc, char** argv) {
       args.json = true;
     } else if (arg == "--help" || arg == "-h") {
       args.help = true;
+    } else if (arg == "--version") {
+      args.version = true;
     } else if (arg.rfind("--", 0) == 0) {
       std::string name = arg.substr(2), value;
       if (const size_t eq = name.find('='); eq != std::string::npos) {
@@ -294,6 +299,10 @@ int RunCommand(client::Client& client, const Args& args, const CommandSpec& spec
 
 int Main(int argc, char** argv) {
   Args args = Parse(argc, argv);
+  if (args.version) {
+    std::cout << "dedupctl " << kVersion << "\n";
+    return kExitOk;
+  }
   if (args.command.empty()) {
     if (args.help) {
       std::cout << kUsage;
