@@ -38,7 +38,7 @@ enum class Method { kClaim, kComplete, kRelease, kExtend, kQuery, kBatch, kStrea
 inline constexpr int kMethodCount = 8;
 const char* MethodName(Method method);
 
-// The Prometheus metrics of DESIGN §9, all prefixed dedup_. Counters by
+// The Prometheus metrics of design.md §9, all prefixed dedup_. Counters by
 // namespace keep the label set bounded: declared namespaces and the first
 // `max_namespace_labels` others seen get their own label, later ones are
 // counted under namespace="other".

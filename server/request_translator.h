@@ -18,7 +18,7 @@ inline constexpr size_t kMaxFingerprintBytes = 256;
 // arithmetic far from overflow.
 inline constexpr uint64_t kMaxRetentionMs = 10ull * 365 * 24 * 3600 * 1000;
 
-// Validates dedup.v1 requests (DESIGN §4) and turns them into storage
+// Validates dedup.v1 requests (design.md §4) and turns them into storage
 // operations with the namespace's policy applied. Every error is
 // INVALID_ARGUMENT naming the field and its bound, or NOT_FOUND for an
 // undeclared namespace on a strict server. Immutable; thread-safe.

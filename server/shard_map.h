@@ -10,7 +10,7 @@
 
 namespace dedup::server {
 
-// Which node of the cluster owns which key (DESIGN §8): node i of n owns
+// Which node of the cluster owns which key (design.md §8): node i of n owns
 // the shards s with s mod n == i. A single node (no node list) owns every
 // shard. Immutable; thread-safe.
 class ShardMap {

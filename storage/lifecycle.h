@@ -13,7 +13,7 @@ namespace dedup::storage {
 
 // What an operation does to one record: the answer, and the record to store
 // if it changed. A pure function of its inputs, so every transition of
-// DESIGN §3 can be tested without a database.
+// design.md §3 can be tested without a database.
 struct Transition {
   OpResult result;
   bool write = false;  // `stored` must be persisted before `result` is sent.

@@ -9,7 +9,7 @@
 
 namespace dedup::storage {
 
-// The operations of DESIGN §4, with every policy value already resolved by
+// The operations of design.md §4, with every policy value already resolved by
 // the caller (the server validates input and applies namespace policy; the
 // storage layer trusts what it is given).
 

@@ -6,7 +6,7 @@
 
 namespace dedup::storage {
 
-// Stored states of a record (DESIGN §3). kAbsent is never stored: it is what
+// Stored states of a record (design.md §3). kAbsent is never stored: it is what
 // a read reports for a missing record or one whose lease or retention has
 // passed.
 enum class State : uint8_t {

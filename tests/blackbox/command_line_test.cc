@@ -1,4 +1,4 @@
-// Flags and the config file (DESIGN §6): bad ones exit 2 naming the
+// Flags and the config file (design.md §6): bad ones exit 2 naming the
 // offending field before anything is opened; --help and --check_config
 // exit 0.
 #include <signal.h>

@@ -1,6 +1,6 @@
 // Crash safety of dedupd: what a Complete acknowledged under
 // --durability=fsync promised survives a SIGKILL, and no fencing token goes
-// backwards across the restart (DESIGN §2 token, §5).
+// backwards across the restart (design.md §2 token, §5).
 #include <signal.h>
 
 #include <chrono>

@@ -1,4 +1,4 @@
-// The data directory (DESIGN §5, §6): one dedupd at a time, and a shard
+// The data directory (design.md §5, §6): one dedupd at a time, and a shard
 // count fixed when it is created.
 #include <chrono>
 #include <memory>

@@ -1,4 +1,4 @@
-// SIGTERM (DESIGN §6): dedupd drains in-flight calls, syncs and exits 0,
+// SIGTERM (design.md §6): dedupd drains in-flight calls, syncs and exits 0,
 // and everything it acknowledged is there after a restart.
 #include <chrono>
 #include <memory>

@@ -1,5 +1,5 @@
 // Batch: many operations in one call, each answered in order and on its own
-// (DESIGN §4).
+// (design.md §4).
 
 #include "absl/strings/str_cat.h"
 #include "tests/server/test_server.h"

@@ -1,4 +1,4 @@
-// Claim: the atomic insert-if-absent with a lease (DESIGN §3, §4).
+// Claim: the atomic insert-if-absent with a lease (design.md §3, §4).
 
 #include "tests/server/test_server.h"
 

@@ -1,5 +1,5 @@
 // Complete: marks a claimed key done and stores the result that every later
-// duplicate gets back (DESIGN §3, §4).
+// duplicate gets back (design.md §3, §4).
 
 #include "tests/server/test_server.h"
 

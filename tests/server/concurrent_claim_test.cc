@@ -1,4 +1,4 @@
-// The race the product exists for (DESIGN §1): at-least-once delivery hands
+// The race the product exists for (design.md §1): at-least-once delivery hands
 // the same message to several consumers at once, and exactly one of them
 // may run the side effect. Every other copy is told the key is in progress
 // or is handed the winner's stored result.

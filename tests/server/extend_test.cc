@@ -1,4 +1,4 @@
-// Extend: the holder renews its lease while the work runs (DESIGN §4).
+// Extend: the holder renews its lease while the work runs (design.md §4).
 
 #include "tests/server/test_server.h"
 

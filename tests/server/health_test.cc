@@ -1,5 +1,5 @@
 // The standard gRPC health service answers for the server and for the
-// Dedup service, so load balancers and orchestrators can probe it (DESIGN §6).
+// Dedup service, so load balancers and orchestrators can probe it (design.md §6).
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/server/test_server.h"

@@ -1,5 +1,5 @@
 // Namespaces carry their own policy; a strict server serves only the
-// namespaces it declares (DESIGN §2, §4).
+// namespaces it declares (design.md §2, §4).
 
 #include "tests/server/test_server.h"
 

@@ -1,4 +1,4 @@
-// Query: reads a record without changing it (DESIGN §3, §4).
+// Query: reads a record without changing it (design.md §3, §4).
 
 #include "tests/server/test_server.h"
 

@@ -1,5 +1,5 @@
 // Release: a holder gives the key up so a retry may run; too many attempts
-// poison the key as FAILED (DESIGN §3, §4).
+// poison the key as FAILED (design.md §3, §4).
 
 #include "tests/server/test_server.h"
 

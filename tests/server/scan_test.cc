@@ -1,5 +1,5 @@
 // Scan: the admin stream of a namespace's live records, filtered by state
-// and age, for reconciliation jobs (DESIGN §4).
+// and age, for reconciliation jobs (design.md §4).
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // Stream: pipelined batches on one bidirectional call; every batch is
-// answered exactly once, tagged with its batch_id (DESIGN §4).
+// answered exactly once, tagged with its batch_id (design.md §4).
 
 #include <map>
 #include <thread>

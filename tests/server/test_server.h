@@ -24,7 +24,7 @@ namespace dedup::server::test {
 // Where the manual clock of every test starts (2023-11-14T22:13:20Z).
 inline constexpr int64_t kStartMs = 1'700'000'000'000;
 
-// The built-in namespace policy (DESIGN §4), for expectations.
+// The built-in namespace policy (design.md §4), for expectations.
 inline constexpr int64_t kDefaultLeaseMs = 30'000;
 inline constexpr int64_t kDefaultLeaseMaxMs = 10 * 60'000;
 inline constexpr int64_t kDefaultRetentionMs = 24 * 3600'000LL;

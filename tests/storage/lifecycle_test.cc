@@ -12,7 +12,7 @@
 #include "tests/storage/op_builders.h"
 #include "tests/storage/printers.h"
 
-// The transitions of DESIGN §3 as a pure function: no database, no clock,
+// The transitions of design.md §3 as a pure function: no database, no clock,
 // just a record, an operation and "now".
 namespace dedup::storage {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "storage/operation.h"
 
-// Builders of the operations of DESIGN §4 for tests, with every policy value
+// Builders of the operations of design.md §4 for tests, with every policy value
 // filled in from one test policy. A test names the key, owner and token it
 // is about and overrides a policy value only where that value is the point.
 namespace dedup::storage {

@@ -21,7 +21,7 @@
 
 // The Store end to end: a real RocksDB in a fresh temp directory per test,
 // time moved by a ManualClock. The store_*_test.cc files each pin one area of
-// DESIGN §3-§5 with this fixture.
+// design.md §3-§5 with this fixture.
 namespace dedup::storage {
 
 inline constexpr int64_t kStartMs = 1'700'000'000'000;
