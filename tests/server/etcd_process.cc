@@ -1,0 +1,124 @@
+#include "tests/server/etcd_process.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/cluster/etcd_client.h"
+
+extern char** environ;
+
+namespace dedup::server::test {
+namespace {
+
+// A port that is free on 127.0.0.1 now. etcd cannot listen on port 0, so
+// another process may take it before etcd does; Start then fails clearly.
+absl::StatusOr<int> FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket failed");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                     getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  close(fd);
+  if (!bound) return absl::InternalError("cannot bind a port on 127.0.0.1");
+  return ntohs(address.sin_port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::string& dir) {
+  absl::StatusOr<int> client_port = FreePort();
+  absl::StatusOr<int> peer_port = FreePort();
+  if (!client_port.ok()) return client_port.status();
+  if (!peer_port.ok()) return peer_port.status();
+  const std::string client_url = absl::StrCat("http://127.0.0.1:", *client_port);
+  const std::string peer_url = absl::StrCat("http://127.0.0.1:", *peer_port);
+  std::vector<std::string> args = {ETCD_PATH,
+                                   "--name=dedup-test",
+                                   absl::StrCat("--data-dir=", dir, "/etcd-data"),
+                                   "--listen-client-urls=" + client_url,
+                                   "--advertise-client-urls=" + client_url,
+                                   "--listen-peer-urls=" + peer_url,
+                                   "--initial-advertise-peer-urls=" + peer_url,
+                                   "--initial-cluster=dedup-test=" + peer_url,
+                                   "--log-level=warn"};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const std::string log_path = dir + "/etcd.log";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return absl::InternalError(absl::StrCat("cannot start ", ETCD_PATH));
+  std::unique_ptr<EtcdProcess> etcd(
+      new EtcdProcess(pid, absl::StrCat("127.0.0.1:", *client_port), log_path));
+
+  cluster::EtcdOptions options;
+  options.endpoints = {etcd->endpoint()};
+  options.call_timeout = absl::Seconds(1);
+  auto client = cluster::EtcdClient::Connect(options);
+  if (!client.ok()) return client.status();
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < give_up) {
+    if ((*client)->Get("health").ok()) return etcd;
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      etcd->pid_ = 0;
+      return absl::InternalError(absl::StrCat("etcd exited at start:\n", etcd->Log()));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("etcd did not answer in 20 s:\n", etcd->Log()));
+}
+
+EtcdProcess::~EtcdProcess() {
+  if (pid_ == 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+}
+
+void EtcdProcess::Stop() {
+  if (pid_ == 0) return;
+  kill(pid_, SIGTERM);
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  int status = 0;
+  while (waitpid(pid_, &status, WNOHANG) == 0) {
+    if (absl::Now() > give_up) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  pid_ = 0;
+}
+
+std::string EtcdProcess::Log() const {
+  std::ifstream in(log_path_);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace dedup::server::test
