@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <random>
 #include <string>
@@ -12,10 +13,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tests/common/history_checker.h"
 #include "tests/server/test_server.h"
 
 namespace dedup::server::test {
 namespace {
+
+using ::dedup::test::CheckHistory;
+using ::dedup::test::HistoryOp;
 
 constexpr char kNs[] = "coupon-deduct";
 constexpr int kKeys = 2000;
@@ -32,7 +37,45 @@ struct Answer {
   // When ACQUIRED: the answer to the winner's Complete.
   v1::CompleteResponse complete;
   grpc::Status complete_status;
+  // The calls as the history checker reads them.
+  std::vector<HistoryOp> history;
 };
+
+int64_t Now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+HistoryOp::Answer ClaimAnswer(const grpc::Status& status, const v1::ClaimResponse& claim) {
+  if (!status.ok()) return HistoryOp::Answer::kNone;
+  switch (claim.outcome()) {
+    case v1::ClaimResponse::ACQUIRED:
+      return HistoryOp::Answer::kAcquired;
+    case v1::ClaimResponse::IN_PROGRESS:
+      return HistoryOp::Answer::kInProgress;
+    case v1::ClaimResponse::COMPLETED:
+      return HistoryOp::Answer::kCompleted;
+    case v1::ClaimResponse::FAILED:
+      return HistoryOp::Answer::kFailed;
+    default:
+      return HistoryOp::Answer::kMismatch;
+  }
+}
+
+HistoryOp::Answer CompleteAnswer(const grpc::Status& status, const v1::CompleteResponse& done) {
+  if (!status.ok()) return HistoryOp::Answer::kNone;
+  switch (done.outcome()) {
+    case v1::CompleteResponse::OK:
+      return HistoryOp::Answer::kOk;
+    case v1::CompleteResponse::ALREADY_COMPLETED:
+      return HistoryOp::Answer::kAlreadyCompleted;
+    case v1::CompleteResponse::STALE_TOKEN:
+      return HistoryOp::Answer::kStaleToken;
+    default:
+      return HistoryOp::Answer::kNotFound;
+  }
+}
 
 std::string KeyName(int key) { return absl::StrCat("coupon-", key); }
 
@@ -64,15 +107,34 @@ void Consume(v1::Dedup::Stub& stub, const std::string& owner, const std::vector<
     answer.key = deliveries[i];
     answer.owner = owner;
     {
+      HistoryOp op;
+      op.key = KeyName(answer.key);
+      op.owner = owner;
       std::unique_ptr<grpc::ClientContext> context = NewContext();
+      op.invoked = Now();
       answer.status = stub.Claim(
           context.get(), ClaimOf(kNs, KeyName(answer.key), owner, kLongLeaseMs), &answer.claim);
+      op.returned = Now();
+      op.answer = ClaimAnswer(answer.status, answer.claim);
+      op.token = answer.claim.token();
+      op.result = answer.claim.result();
+      answer.history.push_back(std::move(op));
     }
     if (answer.status.ok() && answer.claim.outcome() == v1::ClaimResponse::ACQUIRED) {
+      HistoryOp op;
+      op.kind = HistoryOp::Kind::kComplete;
+      op.key = KeyName(answer.key);
+      op.owner = owner;
+      op.token = answer.claim.token();
+      op.result = owner;
       std::unique_ptr<grpc::ClientContext> context = NewContext();
+      op.invoked = Now();
       answer.complete_status = stub.Complete(
           context.get(), CompleteOf(kNs, KeyName(answer.key), answer.claim.token(), owner),
           &answer.complete);
+      op.returned = Now();
+      op.answer = CompleteAnswer(answer.complete_status, answer.complete);
+      answer.history.push_back(std::move(op));
     }
     answers.push_back(std::move(answer));
   }
@@ -145,6 +207,11 @@ TEST(ConcurrentClaimTest, ConcurrentDuplicateDeliveriesAreProcessedExactlyOnce) 
     }
   }
   EXPECT_EQ(static_cast<size_t>(kKeys + in_progress + completed), answers.size());
+
+  // And the history as a whole keeps every promise, in real-time order.
+  std::vector<HistoryOp> history;
+  for (const Answer& a : answers) history.insert(history.end(), a.history.begin(), a.history.end());
+  EXPECT_THAT(CheckHistory(history), ::testing::IsEmpty());
   EXPECT_GT(in_progress, 0) << "no two copies of a key were in flight together: "
                                "the run did not exercise the race";
   RecordProperty("deliveries", static_cast<int>(deliveries.size()));
