@@ -16,6 +16,7 @@
 #include "dedup/build_info.h"
 #include "dedup/client/client.h"
 #include "exit_codes.h"
+#include "nlohmann/json.hpp"
 #include "output.h"
 
 namespace dedup::ctl {
@@ -293,7 +294,7 @@ int RunCommand(client::Client& client, const Args& args, const CommandSpec& spec
   // health
   absl::Status status = client.Health();
   if (!status.ok()) return Fail(status);
-  std::cout << (json ? "{\"status\":\"SERVING\"}" : "SERVING") << "\n";
+  std::cout << (json ? nlohmann::json{{"status", "SERVING"}}.dump() : "SERVING") << "\n";
   return kExitOk;
 }
 

@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
 
 namespace dedup::ctl {
 namespace {
@@ -68,7 +69,7 @@ std::string Render(const Message& message, bool json) {
     options.always_print_primitive_fields = true;
     options.preserve_proto_field_names = true;
     if (!google::protobuf::util::MessageToJsonString(message, &text, options).ok()) {
-      return "{\"error\":\"cannot render the response as JSON\"}";
+      return nlohmann::json{{"error", "cannot render the response as JSON"}}.dump();
     }
     return text;
   }
