@@ -16,7 +16,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/server_settings.h"
 #include "storage/testing/rocksdb_env.h"
-#include "tests/server/failing_file_system.h"
+#include "tests/common/fault_injection_file_system.h"
 #include "tests/server/test_server.h"
 
 namespace dedup::server::test {
@@ -286,7 +286,7 @@ TEST_F(MetricsTest, StorageFailureTurnsHealthNotServingAndProbesUnavailable) {
   server_->Shutdown(absl::Seconds(1));
   stub_.reset();
   channel_.reset();
-  auto [fs, env] = FailingFileSystem::Make();
+  auto [fs, env] = dedup::test::FaultInjectionFileSystem::Make();
   Start(env);
   Claim("coupons", "before", "worker-a");
   fs->FailWrites();
