@@ -12,6 +12,7 @@
 #include "storage/lifecycle.h"
 #include "storage/record_codec.h"
 #include "storage/rocks_status.h"
+#include "storage/testing/rocksdb_env.h"
 
 namespace dedup::storage {
 
@@ -129,7 +130,9 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
 
   if (batch.Count() > 0) {
     rocksdb::WriteOptions write_options;
-    write_options.sync = options_.durability == Durability::kFsync;
+    write_options.sync =
+        options_.durability == Durability::kFsync &&
+        !(options_.env_for_testing != nullptr && options_.env_for_testing->unsynced_fsync);
     absl::Status written = FromRocks(dir_->db()->Write(write_options, &batch), "cannot persist");
     if (!written.ok()) {
       for (auto& result : results) result = absl::UnavailableError(written.message());
