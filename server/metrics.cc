@@ -144,7 +144,7 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
                               .Add({});
   ready_ = gauge("dedup_ready", "1 when /readyz answers 200 (serving, storage healthy), else 0.");
   background_errors_ = gauge("dedup_storage_background_error",
-                             "1 once RocksDB reported a background error (writes fail), else 0.");
+                             "1 while storage refuses writes (disk full, or failed), else 0.");
   BuildGauge()
       .Name("dedup_build_info")
       .Help("Always 1; the version label says which dedupd runs.")

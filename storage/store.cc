@@ -51,7 +51,7 @@ Store::~Store() {
   if (dir_ == nullptr) return;
   // After a background error the WAL writer is broken; RocksDB refuses (and
   // in builds with assertions, aborts on) further syncs through it.
-  if (dir_->BackgroundError().ok()) dir_->db()->SyncWAL().PermitUncheckedError();
+  if (BackgroundError().ok()) dir_->db()->SyncWAL().PermitUncheckedError();
 }
 
 uint32_t Store::shard_count() const { return dir_->shard_count(); }
@@ -64,9 +64,16 @@ void Store::SyncLoop() {
                                 absl::Milliseconds(options_.buffered_sync_interval_ms));
       if (stopping_) return;
     }
-    // Failures reach the background-error listener; after one, the store
-    // accepts no writes and there is nothing left to sync.
-    if (dir_->BackgroundError().ok()) dir_->db()->SyncWAL().PermitUncheckedError();
+    // After a background error RocksDB accepts no writes: nothing to sync.
+    if (!dir_->BackgroundError().ok()) continue;
+    absl::Status synced = FromRocks(dir_->db()->SyncWAL(), "background WAL sync failed");
+    if (synced.ok()) continue;
+    // Fail closed: writes acknowledged from now on might never be durable.
+    absl::MutexLock lock(&sync_mu_);
+    sync_error_ = absl::UnavailableError(
+        absl::StrCat(synced.message(), "; writes are refused until restart"));
+    sync_failed_ = true;
+    return;
   }
 }
 
@@ -128,7 +135,10 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
     results.push_back(std::move(t->result));
   }
 
-  if (batch.Count() > 0) {
+  if (batch.Count() > 0 && sync_failed_) {
+    const absl::Status refused = BackgroundError();
+    for (auto& result : results) result = absl::UnavailableError(refused.message());
+  } else if (batch.Count() > 0) {
     rocksdb::WriteOptions write_options;
     write_options.sync =
         options_.durability == Durability::kFsync &&
@@ -202,10 +212,23 @@ absl::Status Store::Flush() {
   return FromRocks(dir_->db()->Flush(rocksdb::FlushOptions(), dir_->shards()), "flush failed");
 }
 
-absl::Status Store::BackgroundError() const { return dir_->BackgroundError(); }
+absl::Status Store::BackgroundError() const {
+  if (sync_failed_) {
+    absl::MutexLock lock(&sync_mu_);
+    return sync_error_;
+  }
+  return dir_->BackgroundError();
+}
+
+absl::Status Store::Recover() {
+  if (sync_failed_) return BackgroundError();
+  return dir_->Recover();
+}
 
 StoreStats Store::Stats(size_t sample_per_shard) const {
-  return ReadStoreStats(*dir_, *drops_, options_.clock->NowMs(), sample_per_shard);
+  StoreStats stats = ReadStoreStats(*dir_, *drops_, options_.clock->NowMs(), sample_per_shard);
+  stats.background_error = !BackgroundError().ok();
+  return stats;
 }
 
 }  // namespace dedup::storage

@@ -1,6 +1,7 @@
 #ifndef DEDUP_STORAGE_STORE_H_
 #define DEDUP_STORAGE_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -131,8 +132,15 @@ class Store {
   // estimated key count. Reads, never blocks writers.
   StoreStats Stats(size_t sample_per_shard) const;
 
-  // OK, or the first RocksDB background error since open.
+  // OK, or why the store accepts no writes: RESOURCE_EXHAUSTED while the
+  // disk is full (Recover() may end it), anything else until restart (a
+  // RocksDB background error, or a failed background WAL sync). Reads keep
+  // working either way.
   absl::Status BackgroundError() const;
+
+  // After RESOURCE_EXHAUSTED, tries to accept writes again (once space has
+  // been freed); OK when it does. Other errors are returned unchanged.
+  absl::Status Recover();
 
   uint32_t shard_count() const;
   const CompactionDrops& compaction_drops() const { return *drops_; }
@@ -152,8 +160,13 @@ class Store {
   StripeLocks stripes_;
 
   // Background WAL sync (buffered durability).
-  absl::Mutex sync_mu_;
+  mutable absl::Mutex sync_mu_;
   bool stopping_ ABSL_GUARDED_BY(sync_mu_) = false;
+  // Set when a background sync failed. The store then refuses writes for
+  // good: after a failed fsync the kernel may have dropped the dirty pages,
+  // so a later sync that succeeds proves nothing about earlier writes.
+  std::atomic<bool> sync_failed_{false};
+  absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);
   std::thread sync_thread_;
 };
 

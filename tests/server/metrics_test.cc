@@ -306,5 +306,44 @@ TEST_F(MetricsTest, StorageFailureTurnsHealthNotServingAndProbesUnavailable) {
   EXPECT_EQ(Get(server_->http_port(), "/readyz").code, 503);
 }
 
+TEST_F(MetricsTest, FullDiskRefusesWritesKeepsReadsAndServesAgainWhenSpaceReturns) {
+  server_->Shutdown(absl::Seconds(1));
+  stub_.reset();
+  channel_.reset();
+  auto [fs, env] = dedup::test::FaultInjectionFileSystem::Make();
+  Start(env);
+  const uint64_t token = Claim("coupons", "before", "worker-a").token();
+  Complete("coupons", "before", token);
+
+  fs->SetSpaceLeft(0);
+  v1::ClaimResponse refused;
+  auto c1 = NewContext();
+  grpc::Status status = stub_->Claim(c1.get(), ClaimOf("coupons", "during", "worker-a"), &refused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+  v1::QueryResponse query;
+  auto c2 = NewContext();
+  ASSERT_TRUE(stub_->Query(c2.get(), QueryOf("coupons", "before"), &query).ok());
+  EXPECT_EQ(query.record().state(), v1::STATE_COMPLETED);
+  auto m = Scrape();  // The monitor sees the full disk and cannot resume yet.
+  EXPECT_EQ(m["dedup_storage_background_error"], 1);
+  EXPECT_EQ(m["dedup_ready"], 0);
+  EXPECT_EQ(Get(server_->http_port(), "/readyz").code, 503);
+  EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 200);  // No restart loop.
+  EXPECT_EQ(HealthOfDedup(), "NOT_SERVING");
+
+  fs->SetSpaceLeft(dedup::test::FaultInjectionFileSystem::kUnlimited);
+  m = Scrape();  // The monitor resumes the store.
+  EXPECT_EQ(m["dedup_storage_background_error"], 0);
+  EXPECT_EQ(m["dedup_ready"], 1);
+  EXPECT_EQ(Get(server_->http_port(), "/readyz").code, 200);
+  EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 200);
+  EXPECT_EQ(HealthOfDedup(), "SERVING");
+  EXPECT_EQ(Claim("coupons", "during", "worker-a").outcome(), v1::ClaimResponse::ACQUIRED);
+  auto c3 = NewContext();
+  ASSERT_TRUE(stub_->Query(c3.get(), QueryOf("coupons", "before"), &query).ok());
+  EXPECT_EQ(query.record().state(), v1::STATE_COMPLETED);
+  EXPECT_EQ(query.record().token(), token);
+}
+
 }  // namespace
 }  // namespace dedup::server::test
