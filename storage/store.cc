@@ -83,9 +83,11 @@ absl::StatusOr<std::optional<Record>> Store::Read(uint32_t shard, const std::str
   rocksdb::Status s =
       dir_->db()->Get(rocksdb::ReadOptions(), dir_->shard(shard), storage_key, &value);
   if (s.IsNotFound()) return std::optional<Record>();
+  if (s.IsCorruption()) ++corrupt_records_;
   if (!s.ok()) return FromRocks(s, "cannot read record");
   Record record;
   if (!DecodeRecord(absl::string_view(value.data(), value.size()), &record)) {
+    ++corrupt_records_;
     return absl::DataLossError(
         absl::StrCat("stored record of key in namespace ", OpNamespace(op), " cannot be decoded"));
   }
@@ -172,7 +174,10 @@ absl::StatusOr<ScanPage> Store::Scan(const ScanQuery& query, const ScanCursor& f
     for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
       Record record;
       if (!DecodeRecord(absl::string_view(it->value().data(), it->value().size()), &record)) {
-        continue;  // Undecodable records are kept on disk and not reported.
+        // Kept on disk (compaction keeps it too), not returned, counted.
+        ++page.undecodable;
+        ++corrupt_records_;
+        continue;
       }
       record.state = EffectiveState(record, now_ms);
       const bool state_matches = query.state == State::kAbsent ? record.state != State::kAbsent
@@ -186,6 +191,7 @@ absl::StatusOr<ScanPage> Store::Scan(const ScanQuery& query, const ScanCursor& f
         return page;
       }
     }
+    if (it->status().IsCorruption()) ++corrupt_records_;
     absl::Status status = FromRocks(it->status(), "scan failed");
     if (!status.ok()) return status;
   }
@@ -228,6 +234,7 @@ absl::Status Store::Recover() {
 StoreStats Store::Stats(size_t sample_per_shard) const {
   StoreStats stats = ReadStoreStats(*dir_, *drops_, options_.clock->NowMs(), sample_per_shard);
   stats.background_error = !BackgroundError().ok();
+  stats.corrupt_records = corrupt_records_.load();
   return stats;
 }
 

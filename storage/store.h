@@ -83,6 +83,9 @@ struct ScanQuery {
 struct ScanPage {
   std::vector<Record> records;
   ScanCursor next;
+  // Stored values of the namespace met on this page that could not be
+  // decoded: kept on disk, not returned, counted in Stats().
+  uint64_t undecodable = 0;
 };
 
 // The deduplication records of one data directory: RocksDB with one column
@@ -110,7 +113,8 @@ class Store {
   // position. Operations on the same key see the effects of earlier ones.
   // Every change is persisted (per the durability mode) before this
   // returns; if persisting fails, every answer is UNAVAILABLE and nothing
-  // was acknowledged.
+  // was acknowledged. A key whose stored record cannot be read back
+  // (undecodable, or a corrupt block) answers DATA_LOSS, alone.
   std::vector<absl::StatusOr<OpResult>> Apply(absl::Span<const Operation> ops);
   absl::StatusOr<OpResult> Apply(const Operation& op);
 
@@ -158,6 +162,9 @@ class Store {
 
   // Serializes operations on keys of the same stripe.
   StripeLocks stripes_;
+
+  // Reads that met a record they could not decode or a corrupt block.
+  mutable std::atomic<uint64_t> corrupt_records_{0};
 
   // Background WAL sync (buffered durability).
   mutable absl::Mutex sync_mu_;

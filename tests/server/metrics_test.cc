@@ -345,5 +345,32 @@ TEST_F(MetricsTest, FullDiskRefusesWritesKeepsReadsAndServesAgainWhenSpaceReturn
   EXPECT_EQ(query.record().token(), token);
 }
 
+TEST_F(MetricsTest, CorruptBlockAnswersDataLossForItsKeyAndIsCounted) {
+  server_->Shutdown(absl::Seconds(1));
+  stub_.reset();
+  channel_.reset();
+  auto [fs, env] = dedup::test::FaultInjectionFileSystem::Make();
+  Start(env);
+  const uint64_t token = Claim("coupons", "damaged", "worker-a").token();
+  ASSERT_TRUE(server_->store()->Flush().ok());
+  server_->Shutdown(absl::Seconds(1));
+  stub_.reset();
+  channel_.reset();
+  Start(env);  // Nothing cached: the next read goes to the file.
+
+  fs->CorruptNextRead(".sst");
+  v1::QueryResponse query;
+  auto c1 = NewContext();
+  grpc::Status status = stub_->Query(c1.get(), QueryOf("coupons", "damaged"), &query);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DATA_LOSS) << status.error_message();
+  auto c2 = NewContext();
+  ASSERT_TRUE(stub_->Query(c2.get(), QueryOf("coupons", "damaged"), &query).ok());
+  EXPECT_EQ(query.record().token(), token);  // Only that one read was damaged.
+  auto m = Scrape();
+  EXPECT_EQ(m["dedup_storage_corrupt_records_total"], 1);
+  EXPECT_EQ(m[R"(dedup_requests_total{code="DATA_LOSS",method="Query"})"], 1);
+  EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 200);
+}
+
 }  // namespace
 }  // namespace dedup::server::test
