@@ -69,6 +69,9 @@ TEST_F(StoreDiskFaultsTest, FullDiskRefusesWritesKeepsReadsAndRecoversWhenSpaceR
   EXPECT_EQ(Do(Query("order-2")).record.token, later);
 }
 
+// RocksDB 7.8 also raises a background error when SyncWAL fails, so this
+// passes with or without the store's own check of the sync's result; the
+// check keeps the store failing closed whatever RocksDB does.
 TEST_F(StoreDiskFaultsTest, FailedBackgroundSyncRefusesWritesUntilRestart) {
   ASSERT_NO_FATAL_FAILURE(OpenOnFaults(Durability::kBuffered));
   const uint64_t token = Acquire("order-1", "worker-a");
