@@ -50,7 +50,7 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
   DedupServer* raw = server.get();
   server->monitor_ = std::make_unique<StorageMonitor>(
       server->store_.get(), server->metrics_.get(), absl::Milliseconds(settings.stats_interval_ms),
-      [raw](const absl::Status& error) { raw->OnStorageError(error); });
+      [raw](const absl::Status& health) { raw->OnStorageChange(health); });
   // Gauges hold real values from the first scrape on, not zeros that would
   // look like storage emptying after every restart.
   server->monitor_->Refresh();
@@ -67,20 +67,38 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
 
 DedupServer::~DedupServer() { Shutdown(absl::ZeroDuration()); }
 
-void DedupServer::OnStorageError(const absl::Status& error) {
-  storage_failed_ = true;
-  LogEvent(spdlog::level::err, "storage failed, answering NOT_SERVING until restarted",
-           {{"error", error.message()}});
-  if (grpc_server_ != nullptr) {
-    grpc_server_->GetHealthCheckService()->SetServingStatus(false);
+void DedupServer::OnStorageChange(const absl::Status& health) {
+  if (health.ok()) {
+    storage_ = StorageHealth::kHealthy;
+    LogEvent(spdlog::level::info, "storage recovered, accepting writes again");
+  } else if (absl::IsResourceExhausted(health)) {
+    storage_ = StorageHealth::kOutOfSpace;
+    LogEvent(spdlog::level::err,
+             "storage out of space: writes answer UNAVAILABLE, reads continue; writes resume "
+             "once space is freed",
+             {{"error", health.message()}});
+  } else {
+    storage_ = StorageHealth::kFailed;
+    LogEvent(spdlog::level::err, "storage failed, answering NOT_SERVING until restarted",
+             {{"error", health.message()}});
+  }
+  if (grpc_server_ != nullptr && !draining_) {
+    grpc_server_->GetHealthCheckService()->SetServingStatus(health.ok());
   }
 }
 
-bool DedupServer::Ready() const { return !storage_failed_ && !draining_; }
+bool DedupServer::Ready() const { return storage_ == StorageHealth::kHealthy && !draining_; }
 
 HttpResponse DedupServer::Probe(bool readiness) const {
-  if (storage_failed_) return {503, "text/plain; charset=utf-8", "storage failed\n"};
-  if (readiness && !Ready()) return {503, "text/plain; charset=utf-8", "shutting down\n"};
+  const StorageHealth storage = storage_;
+  if (storage == StorageHealth::kFailed) {
+    return {503, "text/plain; charset=utf-8", "storage failed\n"};
+  }
+  if (!readiness) return {200, "text/plain; charset=utf-8", "ok\n"};
+  if (storage == StorageHealth::kOutOfSpace) {
+    return {503, "text/plain; charset=utf-8", "storage out of space\n"};
+  }
+  if (draining_) return {503, "text/plain; charset=utf-8", "shutting down\n"};
   return {200, "text/plain; charset=utf-8", "ok\n"};
 }
 

@@ -24,8 +24,11 @@ namespace dedup::server {
 // which start it on 127.0.0.1:0 and read the bound ports.
 //
 // Health: gRPC health (service "dedup.v1.Dedup" and "") and /readyz say
-// SERVING / 200 until shutdown begins or storage reports a background error
-// (writes would fail); /healthz is 200 unless storage has failed.
+// SERVING / 200 while serving and storage accepts writes. They turn
+// NOT_SERVING / 503 when shutdown begins, while the disk is full (and back
+// once the store recovers) and when storage has failed for good. /healthz
+// is 200 unless storage has failed for good: a full disk is not a reason
+// to restart the process, which would not free any space.
 class DedupServer {
  public:
   // Opens the data directory and starts serving. `clock` (for tests) must
@@ -54,7 +57,9 @@ class DedupServer {
 
  private:
   DedupServer() = default;
-  void OnStorageError(const absl::Status& error);
+  // Where storage stands, as the monitor last reported it.
+  enum class StorageHealth { kHealthy, kOutOfSpace, kFailed };
+  void OnStorageChange(const absl::Status& health);
   // What /readyz answers 200 for: serving, not draining, storage healthy.
   bool Ready() const;
   HttpResponse Probe(bool readiness) const;
@@ -62,7 +67,7 @@ class DedupServer {
   HttpResponse Scrape() const;
 
   std::atomic<bool> draining_{false};
-  std::atomic<bool> storage_failed_{false};
+  std::atomic<StorageHealth> storage_{StorageHealth::kHealthy};
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<WorkerPool> pool_;

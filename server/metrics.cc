@@ -144,7 +144,14 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
                               .Add({});
   ready_ = gauge("dedup_ready", "1 when /readyz answers 200 (serving, storage healthy), else 0.");
   background_errors_ = gauge("dedup_storage_background_error",
-                             "1 once RocksDB reported a background error (writes fail), else 0.");
+                             "1 while storage refuses writes (disk full, or failed), else 0.");
+  corrupt_records_ = &BuildCounter()
+                          .Name("dedup_storage_corrupt_records_total")
+                          .Help(
+                              "Reads that met a stored record they could not decode or a "
+                              "corrupt block (answered DATA_LOSS, or skipped by Scan).")
+                          .Register(*registry_)
+                          .Add({});
   BuildGauge()
       .Name("dedup_build_info")
       .Help("Always 1; the version label says which dedupd runs.")
@@ -248,6 +255,10 @@ void Metrics::RecordStorage(const storage::StoreStats& stats) {
     write_stall_seconds_->Increment(
         static_cast<double>(stats.write_stall_micros - write_stall_micros_seen_) / 1e6);
     write_stall_micros_seen_ = stats.write_stall_micros;
+  }
+  if (stats.corrupt_records > corrupt_records_seen_) {
+    corrupt_records_->Increment(static_cast<double>(stats.corrupt_records - corrupt_records_seen_));
+    corrupt_records_seen_ = stats.corrupt_records;
   }
   const std::array<uint64_t, 3> dropped = {stats.dropped_completed, stats.dropped_failed,
                                            stats.dropped_abandoned};

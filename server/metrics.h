@@ -122,6 +122,8 @@ class Metrics {
   prometheus::Gauge* volume_total_bytes_;
   prometheus::Gauge* ready_;
   prometheus::Gauge* background_errors_;
+  prometheus::Counter* corrupt_records_;
+  uint64_t corrupt_records_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;
   absl::Mutex storage_mu_;
 
   absl::Mutex mu_;

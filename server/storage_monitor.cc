@@ -4,10 +4,9 @@
 
 namespace dedup::server {
 
-StorageMonitor::StorageMonitor(const storage::Store* store, Metrics* metrics,
-                               absl::Duration interval,
-                               std::function<void(const absl::Status&)> on_error)
-    : store_(store), metrics_(metrics), interval_(interval), on_error_(std::move(on_error)) {
+StorageMonitor::StorageMonitor(storage::Store* store, Metrics* metrics, absl::Duration interval,
+                               std::function<void(const absl::Status&)> on_change)
+    : store_(store), metrics_(metrics), interval_(interval), on_change_(std::move(on_change)) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -20,15 +19,15 @@ StorageMonitor::~StorageMonitor() {
 }
 
 void StorageMonitor::Refresh() {
+  absl::MutexLock lock(&refresh_mu_);
+  absl::Status health = store_->BackgroundError();
+  // Out of space: RocksDB can resume once space is freed. A failed attempt
+  // (still no space) leaves things as they were until the next refresh.
+  if (absl::IsResourceExhausted(health) && store_->Recover().ok()) health = absl::OkStatus();
   metrics_->RecordStorage(store_->Stats(kSamplePerShard));
-  absl::Status error = store_->BackgroundError();
-  if (error.ok()) return;
-  {
-    absl::MutexLock lock(&mu_);
-    if (error_reported_) return;
-    error_reported_ = true;
-  }
-  on_error_(error);
+  if (health.code() == reported_) return;
+  reported_ = health.code();
+  on_change_(health);
 }
 
 void StorageMonitor::Run() {

@@ -14,15 +14,19 @@
 namespace dedup::server {
 
 // Watches the store from one background thread: every `interval` it reads
-// the store's statistics into the metrics and checks for a RocksDB
-// background error, reporting the first one to `on_error` (once).
+// the store's statistics into the metrics and checks whether the store
+// accepts writes. While the disk is full (RESOURCE_EXHAUSTED) it asks the
+// store to recover, so writes resume without a restart once space is freed.
+// Each change of the store's health is reported to `on_change`: the error
+// (RESOURCE_EXHAUSTED: out of space; anything else: failed until restart),
+// or OK after a recovery.
 class StorageMonitor {
  public:
   inline static constexpr size_t kSamplePerShard = 2000;
 
   // `store` and `metrics` must outlive the monitor.
-  StorageMonitor(const storage::Store* store, Metrics* metrics, absl::Duration interval,
-                 std::function<void(const absl::Status&)> on_error);
+  StorageMonitor(storage::Store* store, Metrics* metrics, absl::Duration interval,
+                 std::function<void(const absl::Status&)> on_change);
   // Stops the thread.
   ~StorageMonitor();
 
@@ -35,14 +39,18 @@ class StorageMonitor {
  private:
   void Run();
 
-  const storage::Store* const store_;
+  storage::Store* const store_;
   Metrics* const metrics_;
   const absl::Duration interval_;
-  const std::function<void(const absl::Status&)> on_error_;
+  const std::function<void(const absl::Status&)> on_change_;
+
+  // One refresh at a time, so that changes are reported in order. Held
+  // across storage reads and DB::Resume: only Refresh takes it.
+  absl::Mutex refresh_mu_;
+  absl::StatusCode reported_ ABSL_GUARDED_BY(refresh_mu_) = absl::StatusCode::kOk;
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool error_reported_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -68,8 +68,23 @@ class DataDir::ErrorListener final : public rocksdb::EventListener {
                          rocksdb::Status* error) override {
     absl::MutexLock lock(&mu_);
     if (error_.ok() && error != nullptr && !error->ok()) {
-      error_ = FromRocks(*error, "storage background error");
+      error_ = error->IsNoSpace() ? absl::ResourceExhaustedError(
+                                        absl::StrCat("storage out of space: ", error->ToString()))
+                                  : FromRocks(*error, "storage background error");
     }
+  }
+  // The store resumes from a full disk itself (DataDir::Recover, called by
+  // the server's storage monitor every stats_interval): RocksDB's own
+  // retries would race with it, and DB::Resume answers Busy meanwhile.
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason /*reason*/, rocksdb::Status /*error*/,
+                            bool* auto_recovery) override {
+    if (auto_recovery != nullptr) *auto_recovery = false;
+  }
+  // RocksDB ended the error: DB::Resume() succeeded.
+  void OnErrorRecoveryEnd(const rocksdb::BackgroundErrorRecoveryInfo& info) override {
+    if (!info.new_bg_error.ok()) return;
+    absl::MutexLock lock(&mu_);
+    error_ = absl::OkStatus();
   }
   absl::Status error() const {
     absl::MutexLock lock(&mu_);
@@ -204,6 +219,14 @@ absl::Status DataDir::LoadTokenCeilings() {
 }
 
 absl::Status DataDir::BackgroundError() const { return listener_->error(); }
+
+absl::Status DataDir::Recover() {
+  absl::Status error = BackgroundError();
+  if (!absl::IsResourceExhausted(error)) return error;
+  absl::Status resumed = FromRocks(db_->Resume(), "storage cannot resume");
+  if (!resumed.ok()) return resumed;
+  return BackgroundError();
+}
 
 uint64_t DataDir::WriteStallMicros() const {
   return statistics_->getTickerCount(rocksdb::STALL_MICROS);

@@ -55,9 +55,16 @@ class DataDir {
   // writes) since open.
   uint64_t WriteStallMicros() const;
 
-  // OK, or the first RocksDB background error since open. After one, RocksDB
-  // accepts no writes and must not be asked to sync.
+  // OK, or the RocksDB background error in force: RESOURCE_EXHAUSTED when
+  // the disk is full, UNAVAILABLE or DATA_LOSS for anything else. While one
+  // is in force RocksDB accepts no writes and must not be asked to sync.
   absl::Status BackgroundError() const;
+
+  // After a RESOURCE_EXHAUSTED background error, asks RocksDB to resume
+  // (DB::Resume flushes the memtables and starts a new WAL); returns OK
+  // once writes are accepted again. Any other error is returned as it is:
+  // RocksDB cannot resume from it, the process must restart.
+  absl::Status Recover();
 
  private:
   class ErrorListener;

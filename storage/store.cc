@@ -12,6 +12,7 @@
 #include "storage/lifecycle.h"
 #include "storage/record_codec.h"
 #include "storage/rocks_status.h"
+#include "storage/testing/rocksdb_env.h"
 
 namespace dedup::storage {
 
@@ -50,7 +51,7 @@ Store::~Store() {
   if (dir_ == nullptr) return;
   // After a background error the WAL writer is broken; RocksDB refuses (and
   // in builds with assertions, aborts on) further syncs through it.
-  if (dir_->BackgroundError().ok()) dir_->db()->SyncWAL().PermitUncheckedError();
+  if (BackgroundError().ok()) dir_->db()->SyncWAL().PermitUncheckedError();
 }
 
 uint32_t Store::shard_count() const { return dir_->shard_count(); }
@@ -63,9 +64,16 @@ void Store::SyncLoop() {
                                 absl::Milliseconds(options_.buffered_sync_interval_ms));
       if (stopping_) return;
     }
-    // Failures reach the background-error listener; after one, the store
-    // accepts no writes and there is nothing left to sync.
-    if (dir_->BackgroundError().ok()) dir_->db()->SyncWAL().PermitUncheckedError();
+    // After a background error RocksDB accepts no writes: nothing to sync.
+    if (!dir_->BackgroundError().ok()) continue;
+    absl::Status synced = FromRocks(dir_->db()->SyncWAL(), "background WAL sync failed");
+    if (synced.ok()) continue;
+    // Fail closed: writes acknowledged from now on might never be durable.
+    absl::MutexLock lock(&sync_mu_);
+    sync_error_ = absl::UnavailableError(
+        absl::StrCat(synced.message(), "; writes are refused until restart"));
+    sync_failed_ = true;
+    return;
   }
 }
 
@@ -75,9 +83,11 @@ absl::StatusOr<std::optional<Record>> Store::Read(uint32_t shard, const std::str
   rocksdb::Status s =
       dir_->db()->Get(rocksdb::ReadOptions(), dir_->shard(shard), storage_key, &value);
   if (s.IsNotFound()) return std::optional<Record>();
+  if (s.IsCorruption()) ++corrupt_records_;
   if (!s.ok()) return FromRocks(s, "cannot read record");
   Record record;
   if (!DecodeRecord(absl::string_view(value.data(), value.size()), &record)) {
+    ++corrupt_records_;
     return absl::DataLossError(
         absl::StrCat("stored record of key in namespace ", OpNamespace(op), " cannot be decoded"));
   }
@@ -127,9 +137,14 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
     results.push_back(std::move(t->result));
   }
 
-  if (batch.Count() > 0) {
+  if (batch.Count() > 0 && sync_failed_) {
+    const absl::Status refused = BackgroundError();
+    for (auto& result : results) result = absl::UnavailableError(refused.message());
+  } else if (batch.Count() > 0) {
     rocksdb::WriteOptions write_options;
-    write_options.sync = options_.durability == Durability::kFsync;
+    write_options.sync =
+        options_.durability == Durability::kFsync &&
+        !(options_.env_for_testing != nullptr && options_.env_for_testing->unsynced_fsync);
     absl::Status written = FromRocks(dir_->db()->Write(write_options, &batch), "cannot persist");
     if (!written.ok()) {
       for (auto& result : results) result = absl::UnavailableError(written.message());
@@ -159,7 +174,10 @@ absl::StatusOr<ScanPage> Store::Scan(const ScanQuery& query, const ScanCursor& f
     for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
       Record record;
       if (!DecodeRecord(absl::string_view(it->value().data(), it->value().size()), &record)) {
-        continue;  // Undecodable records are kept on disk and not reported.
+        // Kept on disk (compaction keeps it too), not returned, counted.
+        ++page.undecodable;
+        ++corrupt_records_;
+        continue;
       }
       record.state = EffectiveState(record, now_ms);
       const bool state_matches = query.state == State::kAbsent ? record.state != State::kAbsent
@@ -173,6 +191,7 @@ absl::StatusOr<ScanPage> Store::Scan(const ScanQuery& query, const ScanCursor& f
         return page;
       }
     }
+    if (it->status().IsCorruption()) ++corrupt_records_;
     absl::Status status = FromRocks(it->status(), "scan failed");
     if (!status.ok()) return status;
   }
@@ -199,10 +218,24 @@ absl::Status Store::Flush() {
   return FromRocks(dir_->db()->Flush(rocksdb::FlushOptions(), dir_->shards()), "flush failed");
 }
 
-absl::Status Store::BackgroundError() const { return dir_->BackgroundError(); }
+absl::Status Store::BackgroundError() const {
+  if (sync_failed_) {
+    absl::MutexLock lock(&sync_mu_);
+    return sync_error_;
+  }
+  return dir_->BackgroundError();
+}
+
+absl::Status Store::Recover() {
+  if (sync_failed_) return BackgroundError();
+  return dir_->Recover();
+}
 
 StoreStats Store::Stats(size_t sample_per_shard) const {
-  return ReadStoreStats(*dir_, *drops_, options_.clock->NowMs(), sample_per_shard);
+  StoreStats stats = ReadStoreStats(*dir_, *drops_, options_.clock->NowMs(), sample_per_shard);
+  stats.background_error = !BackgroundError().ok();
+  stats.corrupt_records = corrupt_records_.load();
+  return stats;
 }
 
 }  // namespace dedup::storage

@@ -1,6 +1,7 @@
 #ifndef DEDUP_STORAGE_STORE_H_
 #define DEDUP_STORAGE_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -82,6 +83,9 @@ struct ScanQuery {
 struct ScanPage {
   std::vector<Record> records;
   ScanCursor next;
+  // Stored values of the namespace met on this page that could not be
+  // decoded: kept on disk, not returned, counted in Stats().
+  uint64_t undecodable = 0;
 };
 
 // The deduplication records of one data directory: RocksDB with one column
@@ -109,7 +113,8 @@ class Store {
   // position. Operations on the same key see the effects of earlier ones.
   // Every change is persisted (per the durability mode) before this
   // returns; if persisting fails, every answer is UNAVAILABLE and nothing
-  // was acknowledged.
+  // was acknowledged. A key whose stored record cannot be read back
+  // (undecodable, or a corrupt block) answers DATA_LOSS, alone.
   std::vector<absl::StatusOr<OpResult>> Apply(absl::Span<const Operation> ops);
   absl::StatusOr<OpResult> Apply(const Operation& op);
 
@@ -131,8 +136,15 @@ class Store {
   // estimated key count. Reads, never blocks writers.
   StoreStats Stats(size_t sample_per_shard) const;
 
-  // OK, or the first RocksDB background error since open.
+  // OK, or why the store accepts no writes: RESOURCE_EXHAUSTED while the
+  // disk is full (Recover() may end it), anything else until restart (a
+  // RocksDB background error, or a failed background WAL sync). Reads keep
+  // working either way.
   absl::Status BackgroundError() const;
+
+  // After RESOURCE_EXHAUSTED, tries to accept writes again (once space has
+  // been freed); OK when it does. Other errors are returned unchanged.
+  absl::Status Recover();
 
   uint32_t shard_count() const;
   const CompactionDrops& compaction_drops() const { return *drops_; }
@@ -151,9 +163,17 @@ class Store {
   // Serializes operations on keys of the same stripe.
   StripeLocks stripes_;
 
+  // Reads that met a record they could not decode or a corrupt block.
+  mutable std::atomic<uint64_t> corrupt_records_{0};
+
   // Background WAL sync (buffered durability).
-  absl::Mutex sync_mu_;
+  mutable absl::Mutex sync_mu_;
   bool stopping_ ABSL_GUARDED_BY(sync_mu_) = false;
+  // Set when a background sync failed. The store then refuses writes for
+  // good: after a failed fsync the kernel may have dropped the dirty pages,
+  // so a later sync that succeeds proves nothing about earlier writes.
+  std::atomic<bool> sync_failed_{false};
+  absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);
   std::thread sync_thread_;
 };
 

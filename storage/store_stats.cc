@@ -17,7 +17,7 @@ struct StatsRow {
   State state;
   const char* name;
 };
-constexpr std::array<StatsRow, kStatsStateCount> kStatsRows = {{
+constexpr std::array<StatsRow, kCorruptStatsIndex> kStatsRows = {{
     {State::kInProgress, "in_progress"},
     {State::kCompleted, "completed"},
     {State::kReleased, "released"},
@@ -41,6 +41,7 @@ size_t StatsIndex(State state) {
 }
 
 const char* StatsStateName(size_t index) {
+  if (index == kCorruptStatsIndex) return "corrupt";
   return index < kStatsRows.size() ? kStatsRows[index].name : "unknown";
 }
 
@@ -55,13 +56,15 @@ StoreStats ReadStoreStats(const DataDir& dir, const CompactionDrops& drops, int6
     const uint64_t estimated = IntProperty(dir, shard, "rocksdb.estimate-num-keys");
     std::array<uint64_t, kStatsStateCount> sampled = {};
     uint64_t total = 0;
-    std::unique_ptr<rocksdb::Iterator> it(dir.db()->NewIterator(rocksdb::ReadOptions(), shard));
+    // The sample must not push the records being served out of the cache.
+    rocksdb::ReadOptions sample;
+    sample.fill_cache = false;
+    std::unique_ptr<rocksdb::Iterator> it(dir.db()->NewIterator(sample, shard));
     for (it->SeekToFirst(); it->Valid() && total < sample_per_shard; it->Next()) {
       Record record;
-      if (!DecodeRecord(absl::string_view(it->value().data(), it->value().size()), &record)) {
-        continue;
-      }
-      ++sampled[StatsIndex(EffectiveState(record, now_ms))];
+      const bool decoded =
+          DecodeRecord(absl::string_view(it->value().data(), it->value().size()), &record);
+      ++sampled[decoded ? StatsIndex(EffectiveState(record, now_ms)) : kCorruptStatsIndex];
       ++total;
     }
     if (total == 0) continue;

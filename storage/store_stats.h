@@ -12,17 +12,18 @@ namespace dedup::storage {
 
 class DataDir;
 
-// The states records are counted by: the four stored states, and
-// "expired" for records whose lease or retention has lapsed and that await
-// compaction.
-inline constexpr size_t kStatsStateCount = 5;
+// The states records are counted by: the four stored states, "expired" for
+// records whose lease or retention has lapsed and that await compaction,
+// and "corrupt" for stored values that cannot be decoded.
+inline constexpr size_t kStatsStateCount = 6;
+inline constexpr size_t kCorruptStatsIndex = 5;
 
 // Index of `state` (an effective state; kAbsent counts as expired) in
 // StoreStats::records_by_state.
 size_t StatsIndex(State state);
 
 // Label of records_by_state[index]: in_progress, completed, released,
-// failed, expired.
+// failed, expired, corrupt.
 const char* StatsStateName(size_t index);
 
 // A reading of the store for metrics; every number is an estimate.
@@ -38,6 +39,9 @@ struct StoreStats {
   uint64_t dropped_completed = 0;  // By the TTL filter since open.
   uint64_t dropped_failed = 0;
   uint64_t dropped_abandoned = 0;
+  // Reads (of a key, or by Scan) since open that met a record they could
+  // not decode or a corrupt block.
+  uint64_t corrupt_records = 0;
 };
 
 // Reads RocksDB's estimates of `dir` at `now_ms`. Records by state are

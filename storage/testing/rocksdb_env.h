@@ -15,11 +15,16 @@ namespace dedup::storage {
 // this header.
 struct StoreEnvForTesting {
   std::shared_ptr<rocksdb::Env> env;
+  // Fault rollback, a deliberately broken store: in fsync mode, writes are
+  // acknowledged without syncing the WAL. Set only to show that a
+  // durability test catches the bug.
+  bool unsynced_fsync = false;
 };
 
-inline void SetRocksDbEnvForTesting(StoreOptions* options, std::shared_ptr<rocksdb::Env> env) {
-  options->env_for_testing =
-      std::make_shared<const StoreEnvForTesting>(StoreEnvForTesting{std::move(env)});
+inline void SetRocksDbEnvForTesting(StoreOptions* options, std::shared_ptr<rocksdb::Env> env,
+                                    bool unsynced_fsync = false) {
+  options->env_for_testing = std::make_shared<const StoreEnvForTesting>(
+      StoreEnvForTesting{std::move(env), unsynced_fsync});
 }
 
 }  // namespace dedup::storage

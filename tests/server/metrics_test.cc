@@ -16,7 +16,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/server_settings.h"
 #include "storage/testing/rocksdb_env.h"
-#include "tests/server/failing_file_system.h"
+#include "tests/common/fault_injection_file_system.h"
 #include "tests/server/test_server.h"
 
 namespace dedup::server::test {
@@ -286,7 +286,7 @@ TEST_F(MetricsTest, StorageFailureTurnsHealthNotServingAndProbesUnavailable) {
   server_->Shutdown(absl::Seconds(1));
   stub_.reset();
   channel_.reset();
-  auto [fs, env] = FailingFileSystem::Make();
+  auto [fs, env] = dedup::test::FaultInjectionFileSystem::Make();
   Start(env);
   Claim("coupons", "before", "worker-a");
   fs->FailWrites();
@@ -304,6 +304,72 @@ TEST_F(MetricsTest, StorageFailureTurnsHealthNotServingAndProbesUnavailable) {
   EXPECT_EQ(HealthOfDedup(), "NOT_SERVING");
   EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 503);
   EXPECT_EQ(Get(server_->http_port(), "/readyz").code, 503);
+}
+
+TEST_F(MetricsTest, FullDiskRefusesWritesKeepsReadsAndServesAgainWhenSpaceReturns) {
+  server_->Shutdown(absl::Seconds(1));
+  stub_.reset();
+  channel_.reset();
+  auto [fs, env] = dedup::test::FaultInjectionFileSystem::Make();
+  Start(env);
+  const uint64_t token = Claim("coupons", "before", "worker-a").token();
+  Complete("coupons", "before", token);
+
+  fs->SetSpaceLeft(0);
+  v1::ClaimResponse refused;
+  auto c1 = NewContext();
+  grpc::Status status = stub_->Claim(c1.get(), ClaimOf("coupons", "during", "worker-a"), &refused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+  v1::QueryResponse query;
+  auto c2 = NewContext();
+  ASSERT_TRUE(stub_->Query(c2.get(), QueryOf("coupons", "before"), &query).ok());
+  EXPECT_EQ(query.record().state(), v1::STATE_COMPLETED);
+  auto m = Scrape();  // The monitor sees the full disk and cannot resume yet.
+  EXPECT_EQ(m["dedup_storage_background_error"], 1);
+  EXPECT_EQ(m["dedup_ready"], 0);
+  EXPECT_EQ(Get(server_->http_port(), "/readyz").code, 503);
+  EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 200);  // No restart loop.
+  EXPECT_EQ(HealthOfDedup(), "NOT_SERVING");
+
+  fs->SetSpaceLeft(dedup::test::FaultInjectionFileSystem::kUnlimited);
+  m = Scrape();  // The monitor resumes the store.
+  EXPECT_EQ(m["dedup_storage_background_error"], 0);
+  EXPECT_EQ(m["dedup_ready"], 1);
+  EXPECT_EQ(Get(server_->http_port(), "/readyz").code, 200);
+  EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 200);
+  EXPECT_EQ(HealthOfDedup(), "SERVING");
+  EXPECT_EQ(Claim("coupons", "during", "worker-a").outcome(), v1::ClaimResponse::ACQUIRED);
+  auto c3 = NewContext();
+  ASSERT_TRUE(stub_->Query(c3.get(), QueryOf("coupons", "before"), &query).ok());
+  EXPECT_EQ(query.record().state(), v1::STATE_COMPLETED);
+  EXPECT_EQ(query.record().token(), token);
+}
+
+TEST_F(MetricsTest, CorruptBlockAnswersDataLossForItsKeyAndIsCounted) {
+  server_->Shutdown(absl::Seconds(1));
+  stub_.reset();
+  channel_.reset();
+  auto [fs, env] = dedup::test::FaultInjectionFileSystem::Make();
+  Start(env);
+  const uint64_t token = Claim("coupons", "damaged", "worker-a").token();
+  ASSERT_TRUE(server_->store()->Flush().ok());
+  server_->Shutdown(absl::Seconds(1));
+  stub_.reset();
+  channel_.reset();
+  Start(env);  // Nothing cached: the next read goes to the file.
+
+  fs->CorruptNextRead(".sst");
+  v1::QueryResponse query;
+  auto c1 = NewContext();
+  grpc::Status status = stub_->Query(c1.get(), QueryOf("coupons", "damaged"), &query);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DATA_LOSS) << status.error_message();
+  auto c2 = NewContext();
+  ASSERT_TRUE(stub_->Query(c2.get(), QueryOf("coupons", "damaged"), &query).ok());
+  EXPECT_EQ(query.record().token(), token);  // Only that one read was damaged.
+  auto m = Scrape();
+  EXPECT_EQ(m["dedup_storage_corrupt_records_total"], 1);
+  EXPECT_EQ(m[R"(dedup_requests_total{code="DATA_LOSS",method="Query"})"], 1);
+  EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 200);
 }
 
 }  // namespace
