@@ -48,6 +48,8 @@ class DedupServer {
   // The port of /metrics, /healthz and /readyz; 0 when they are off.
   int http_port() const { return http_ != nullptr ? http_->port() : 0; }
   storage::Store* store() const { return store_.get(); }
+  // The storage workers, for tests that occupy them.
+  WorkerPool* pool() const { return pool_.get(); }
   Metrics* metrics() const { return metrics_.get(); }
   // Reads storage statistics and health now instead of at the next interval.
   void RefreshStorageStats() { monitor_->Refresh(); }

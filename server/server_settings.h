@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "dedup/v1/server_config.pb.h"
+#include "server/limits.h"
 #include "server/namespace_policy.h"
 #include "storage/store.h"
 
@@ -24,9 +25,14 @@ struct ServerSettings {
   int64_t stats_interval_ms = 10'000;
   std::vector<std::string> cluster_nodes;  // Empty: a single node.
   uint32_t node_index = 0;
+  ServerLimits limits;
   storage::StoreOptions store;  // clock left at the system clock.
   std::shared_ptr<const PolicyTable> policies;
 };
+
+// Longest duration any configuration field may hold (ten years), so that
+// "now + duration" in milliseconds stays far from int64 overflow.
+inline constexpr int64_t kMaxConfigDurationMs = 10LL * 365 * 24 * 3600 * 1000;
 
 // Parses a configuration file in protobuf text format. Errors name the line
 // and column.
