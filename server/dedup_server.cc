@@ -89,6 +89,13 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
     if (!http.ok()) return http.status();
     server->http_ = std::move(*http);
   }
+  if (!settings.probe_listen.empty()) {
+    auto probes = HttpEndpoint::Start(settings.probe_listen,
+                                      {{"/healthz", [raw] { return raw->Probe(false); }},
+                                       {"/readyz", [raw] { return raw->Probe(true); }}});
+    if (!probes.ok()) return probes.status();
+    server->probes_ = std::move(*probes);
+  }
   return server;
 }
 
@@ -134,6 +141,7 @@ void DedupServer::Shutdown(absl::Duration grace) {
   }
   if (pool_ != nullptr) pool_->Shutdown();
   http_.reset();
+  probes_.reset();
   grpc_server_.reset();
   service_.reset();
   pool_.reset();

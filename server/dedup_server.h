@@ -47,6 +47,8 @@ class DedupServer {
   int port() const { return port_; }
   // The port of /metrics, /healthz and /readyz; 0 when they are off.
   int http_port() const { return http_ != nullptr ? http_->port() : 0; }
+  // The port of the probes-only endpoint; 0 when it is off.
+  int probe_port() const { return probes_ != nullptr ? probes_->port() : 0; }
   storage::Store* store() const { return store_.get(); }
   // The storage workers, for tests that occupy them.
   WorkerPool* pool() const { return pool_.get(); }
@@ -72,6 +74,7 @@ class DedupServer {
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<StorageMonitor> monitor_;
   std::unique_ptr<HttpEndpoint> http_;
+  std::unique_ptr<HttpEndpoint> probes_;
   ProcessMetrics process_metrics_;
   int port_ = 0;
   bool stopped_ = false;

@@ -45,6 +45,9 @@ ABSL_FLAG(uint32_t, max_key_bytes, 0, "Longest key in bytes [config: max_key_byt
 ABSL_FLAG(std::string, metrics_listen, "",
           "HTTP address of /metrics, /healthz and /readyz, or off [config: metrics_listen; "
           "default 127.0.0.1:7401].");
+ABSL_FLAG(std::string, probe_listen, "",
+          "HTTP address of /healthz and /readyz on threads of their own, apart from slow "
+          "/metrics clients, or off [config: probe_listen; default off].");
 ABSL_FLAG(std::vector<std::string>, cluster_nodes, {},
           "Addresses of every node of the cluster, comma-separated, in index order "
           "[config: cluster.nodes]. Unset: a single node.");
@@ -85,6 +88,9 @@ Flags (each overrides the config field in brackets):
   --data_dir=DIR        data directory, created if missing [data_dir; default ./dedupd-data]
   --metrics_listen=ADDR /metrics, /healthz, /readyz over HTTP, or off
                         [metrics_listen; default 127.0.0.1:7401]
+  --probe_listen=ADDR   /healthz and /readyz only, on threads of their own, so
+                        slow /metrics clients cannot delay them, or off
+                        [probe_listen; default off]
   --shards=N            shards of a new data directory; an existing one keeps its
                         count and another value is refused [shards; default 16]
   --durability=MODE     fsync: reply after the WAL is synced; buffered: WAL synced
@@ -176,6 +182,9 @@ absl::StatusOr<ServerConfig> LoadConfig() {
   if (!absl::GetFlag(FLAGS_data_dir).empty()) config.set_data_dir(absl::GetFlag(FLAGS_data_dir));
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
     config.set_metrics_listen(absl::GetFlag(FLAGS_metrics_listen));
+  }
+  if (!absl::GetFlag(FLAGS_probe_listen).empty()) {
+    config.set_probe_listen(absl::GetFlag(FLAGS_probe_listen));
   }
   if (absl::GetFlag(FLAGS_shards) != 0) config.set_shards(absl::GetFlag(FLAGS_shards));
   if (!absl::GetFlag(FLAGS_durability).empty()) {
@@ -271,6 +280,7 @@ int main(int argc, char** argv) {
            {{"listen", settings->listen},
             {"port", (*server)->port()},
             {"metrics_port", (*server)->http_port()},
+            {"probe_port", (*server)->probe_port()},
             {"data_dir", settings->store.path},
             {"shards", (*server)->store()->shard_count()}});
 

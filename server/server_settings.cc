@@ -238,6 +238,7 @@ absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config) {
   settings.metrics_listen = config.metrics_listen().empty()    ? kDefaultMetricsListen
                             : config.metrics_listen() == "off" ? ""
                                                                : config.metrics_listen();
+  settings.probe_listen = config.probe_listen() == "off" ? "" : config.probe_listen();
   settings.max_namespace_labels =
       config.max_namespace_labels() != 0 ? config.max_namespace_labels() : 100;
   s = ResolveLimits(config.limits(), &settings.limits);
@@ -273,6 +274,7 @@ std::string DescribeSettings(const ServerSettings& s) {
   return absl::StrCat(
       "listen=", s.listen,
       " metrics_listen=", s.metrics_listen.empty() ? std::string("off") : s.metrics_listen,
+      " probe_listen=", s.probe_listen.empty() ? std::string("off") : s.probe_listen,
       " data_dir=", s.store.path, " shards=",
       s.store.shards == 0 ? std::string("existing-or-16") : absl::StrCat(s.store.shards),
       " durability=", s.store.durability == storage::Durability::kFsync ? "fsync" : "buffered",

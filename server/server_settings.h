@@ -21,6 +21,7 @@ struct ServerSettings {
   uint32_t workers = 32;
   int64_t shutdown_grace_ms = 10'000;
   std::string metrics_listen;  // Empty: no HTTP endpoint.
+  std::string probe_listen;    // Empty: probes only on metrics_listen.
   uint32_t max_namespace_labels = 100;
   int64_t stats_interval_ms = 10'000;
   std::vector<std::string> cluster_nodes;  // Empty: a single node.

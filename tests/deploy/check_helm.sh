@@ -310,8 +310,9 @@ def check_rendering(case, replicas, monitoring):
           f"[{case}] client Service selects the pods")
 
     ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
-    check(ports.get("grpc") == 7400 and ports.get("metrics") == 7401,
-          f"[{case}] container ports grpc 7400 and metrics 7401", str(ports))
+    check(ports.get("grpc") == 7400 and ports.get("metrics") == 7401 and
+          ports.get("probes") == 7402,
+          f"[{case}] container ports grpc 7400, metrics 7401 and probes 7402", str(ports))
 
     claims = dig(sts, "spec", "volumeClaimTemplates", default=[])
     check(len(claims) == 1 and dig(claims[0], "spec", "resources", "requests", "storage"),
@@ -339,6 +340,8 @@ def check_rendering(case, replicas, monitoring):
     check(flags.get("listen") == "0.0.0.0:7400", f"[{case}] --listen=0.0.0.0:7400")
     check(flags.get("metrics_listen") == "0.0.0.0:7401",
           f"[{case}] --metrics_listen=0.0.0.0:7401")
+    check(flags.get("probe_listen") == "0.0.0.0:7402",
+          f"[{case}] --probe_listen=0.0.0.0:7402, probes apart from slow scrapers")
     check(flags.get("data_dir") == "/var/lib/dedupd", f"[{case}] --data_dir=/var/lib/dedupd")
     node_flags = [a for a in args if a.startswith("--cluster_nodes=")]
     nodes = node_flags[0].split("=", 1)[1].split(",") if len(node_flags) == 1 else []
@@ -355,8 +358,8 @@ def check_rendering(case, replicas, monitoring):
 
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         get = dig(c, probe, "httpGet", default={})
-        check(get.get("path") == path and port_number(c, get.get("port")) == 7401,
-              f"[{case}] {probe} is HTTP GET {path} on 7401", str(get))
+        check(get.get("path") == path and port_number(c, get.get("port")) == 7402,
+              f"[{case}] {probe} is HTTP GET {path} on the probe port 7402", str(get))
     startup = c.get("startupProbe")
     check(startup is None or "grpc" in startup or
           dig(startup, "httpGet", "path") == "/healthz",
