@@ -61,7 +61,13 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(settings.listen, grpc::InsecureServerCredentials(), &server->port_);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ServerCredentialsFor(settings.tls);
+  if (!credentials.ok()) {
+    server->pool_->Shutdown();
+    return credentials.status();
+  }
+  builder.AddListeningPort(settings.listen, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   ApplyTransportLimits(settings.limits, &builder);
   server->grpc_server_ = builder.BuildAndStart();

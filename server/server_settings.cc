@@ -162,6 +162,34 @@ absl::Status ResolveLimits(const v1::LimitsConfig& in, ServerLimits* out) {
                       &out->max_batch_answer_bytes);
 }
 
+// TLS files, and the rule that plaintext needs a loopback address or an
+// explicit acknowledgement.
+absl::Status ResolveTransport(const v1::ServerConfig& config, ServerSettings* settings) {
+  const v1::TlsConfig& in = config.tls();
+  TlsSettings& tls = settings->tls;
+  tls.cert = in.cert();
+  tls.key = in.key();
+  tls.ca = in.ca();
+  absl::Status s = ParseDurationField(in.refresh_interval(), tls.refresh_interval_ms, 1000,
+                                      "tls.refresh_interval", &tls.refresh_interval_ms);
+  if (!s.ok()) return s;
+  if (tls.cert.empty() != tls.key.empty()) {
+    return absl::InvalidArgumentError("tls: cert and key must be set together");
+  }
+  if (!tls.enabled() && !tls.ca.empty()) {
+    return absl::InvalidArgumentError("tls.ca: set without tls.cert and tls.key");
+  }
+  if (tls.enabled() || IsLoopbackListen(settings->listen)) return absl::OkStatus();
+  if (!config.insecure()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listen: ", settings->listen,
+        " is not a loopback address, and plaintext there lets anyone who reaches it read and "
+        "forge every call; configure tls { cert key ca }, or acknowledge with --insecure"));
+  }
+  settings->insecure_plaintext = true;
+  return absl::OkStatus();
+}
+
 absl::Status ResolveCluster(const v1::ClusterConfig& cluster, ServerSettings* settings) {
   settings->cluster_nodes.assign(cluster.nodes().begin(), cluster.nodes().end());
   settings->node_index = cluster.node_index();
@@ -243,6 +271,8 @@ absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config) {
       config.max_namespace_labels() != 0 ? config.max_namespace_labels() : 100;
   s = ResolveLimits(config.limits(), &settings.limits);
   if (!s.ok()) return s;
+  s = ResolveTransport(config, &settings);
+  if (!s.ok()) return s;
   s = ResolveCluster(config.cluster(), &settings);
   if (!s.ok()) return s;
   s = ResolveStorage(config, &settings.store);
@@ -275,6 +305,11 @@ std::string DescribeSettings(const ServerSettings& s) {
       "listen=", s.listen,
       " metrics_listen=", s.metrics_listen.empty() ? std::string("off") : s.metrics_listen,
       " probe_listen=", s.probe_listen.empty() ? std::string("off") : s.probe_listen,
+      " grpc_transport=",
+      s.tls.mutual()         ? "mtls"
+      : s.tls.enabled()      ? "tls"
+      : s.insecure_plaintext ? "plaintext-insecure"
+                             : "plaintext-loopback",
       " data_dir=", s.store.path, " shards=",
       s.store.shards == 0 ? std::string("existing-or-16") : absl::StrCat(s.store.shards),
       " durability=", s.store.durability == storage::Durability::kFsync ? "fsync" : "buffered",

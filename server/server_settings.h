@@ -10,6 +10,7 @@
 #include "dedup/v1/server_config.pb.h"
 #include "server/limits.h"
 #include "server/namespace_policy.h"
+#include "server/transport_security.h"
 #include "storage/store.h"
 
 namespace dedup::server {
@@ -27,6 +28,9 @@ struct ServerSettings {
   std::vector<std::string> cluster_nodes;  // Empty: a single node.
   uint32_t node_index = 0;
   ServerLimits limits;
+  TlsSettings tls;
+  // Plaintext on a non-loopback `listen`, acknowledged by --insecure.
+  bool insecure_plaintext = false;
   storage::StoreOptions store;  // clock left at the system clock.
   std::shared_ptr<const PolicyTable> policies;
 };

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -66,6 +67,39 @@ TEST(ServerSettingsTest, DurationsAboveTenYearsAreRefused) {
   }
   EXPECT_TRUE(Resolve(R"pb(default_policy { retention_default: "87600h" })pb").ok())
       << "exactly ten years is allowed";
+}
+
+}  // namespace
+}  // namespace dedup::server
+
+namespace dedup::server {
+namespace {
+
+TEST(ServerSettingsTest, PlaintextOutsideLoopbackNeedsTheInsecureAcknowledgement) {
+  for (const char* listen : {"127.0.0.1:7400", "127.9.0.1:0", "[::1]:7400", "localhost:7400"}) {
+    absl::StatusOr<ServerSettings> settings = Resolve(absl::StrCat("listen: '", listen, "'"));
+    ASSERT_TRUE(settings.ok()) << listen << ": " << settings.status();
+    EXPECT_FALSE(settings->insecure_plaintext) << listen;
+  }
+  for (const char* listen : {"0.0.0.0:7400", "10.0.0.5:7400", "[::]:7400", "dedupd-0:7400"}) {
+    absl::StatusOr<ServerSettings> settings = Resolve(absl::StrCat("listen: '", listen, "'"));
+    EXPECT_THAT(settings.status().message(), HasSubstr("is not a loopback address")) << listen;
+    settings = Resolve(absl::StrCat("listen: '", listen, "' insecure: true"));
+    ASSERT_TRUE(settings.ok()) << listen << ": " << settings.status();
+    EXPECT_TRUE(settings->insecure_plaintext) << listen;
+  }
+}
+
+TEST(ServerSettingsTest, TlsNeedsCertAndKeyTogetherAndAllowsAnyAddress) {
+  EXPECT_THAT(Resolve("tls { cert: 'c.pem' }").status().message(),
+              HasSubstr("tls: cert and key must be set together"));
+  EXPECT_THAT(Resolve("tls { ca: 'ca.pem' }").status().message(),
+              HasSubstr("tls.ca: set without tls.cert and tls.key"));
+  absl::StatusOr<ServerSettings> settings =
+      Resolve("listen: '0.0.0.0:7400' tls { cert: 'c.pem' key: 'k.pem' ca: 'ca.pem' }");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_TRUE(settings->tls.mutual());
+  EXPECT_FALSE(settings->insecure_plaintext);
 }
 
 }  // namespace
