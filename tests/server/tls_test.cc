@@ -5,7 +5,7 @@
 // a restart.
 
 #include <chrono>
-#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/security/auth_context.h"
+#include "tests/server/test_certs.h"
 #include "tests/server/test_server.h"
 
 namespace dedup::server::test {
@@ -20,53 +21,10 @@ namespace {
 
 constexpr char kNs[] = "secure";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Runs a shell command; fails the test on a non-zero exit.
-void RunShell(const std::string& command) {
-  const int code = std::system((command + " >/dev/null 2>&1").c_str());
-  ASSERT_EQ(code, 0) << command;
-}
-
-// A CA (NAME.pem, NAME.key) in `dir`.
-void MakeCa(const std::string& dir, const std::string& name) {
-  RunShell(absl::StrCat("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
-                        " -days 2 -subj /CN=", name, " -keyout ", dir, "/", name, ".key -out ", dir,
-                        "/", name, ".pem"));
-}
-
-// A certificate NAME.pem with key NAME.key signed by CA `ca`, for CN `name`
-// with subjectAltName `san`.
-void MakeCert(const std::string& dir, const std::string& ca, const std::string& name,
-              const std::string& san) {
-  const std::string base = absl::StrCat(dir, "/", name);
-  RunShell(absl::StrCat(
-      "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=", name,
-      " -keyout ", base, ".key -out ", base, ".csr"));
-  std::ofstream(base + ".ext") << "subjectAltName=" << san << "\n";
-  RunShell(absl::StrCat("openssl x509 -req -in ", base, ".csr -CA ", dir, "/", ca, ".pem -CAkey ",
-                        dir, "/", ca, ".key -CAcreateserial -days 2 -extfile ", base, ".ext -out ",
-                        base, ".pem"));
-}
-
 class TlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = certs_.path();
-    MakeCa(dir_, "ca");
-    MakeCa(dir_, "other-ca");
-    MakeCert(dir_, "ca", "server", "IP:127.0.0.1,DNS:localhost");
-    MakeCert(dir_, "ca", "server-rotated", "IP:127.0.0.1,DNS:localhost");
-    MakeCert(dir_, "ca", "client", "URI:spiffe://test/worker-a");
-    MakeCert(dir_, "other-ca", "stranger", "URI:spiffe://test/stranger");
-    const std::string config =
-        absl::StrCat("durability: 'buffered' tls { cert: '", dir_, "/server.pem' key: '", dir_,
-                     "/server.key' ca: '", dir_, "/ca.pem' refresh_interval: '1s' }");
+    const std::string config = absl::StrCat("durability: 'buffered' ", certs_.ServerTlsConfig());
     absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(config, nullptr);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -76,10 +34,10 @@ class TlsTest : public ::testing::Test {
   // connection of its own.
   std::unique_ptr<v1::Dedup::Stub> StubWith(const std::string& ca, const std::string& client) {
     grpc::SslCredentialsOptions options;
-    options.pem_root_certs = ReadFile(absl::StrCat(dir_, "/", ca, ".pem"));
+    options.pem_root_certs = ReadFile(certs_.Pem(ca));
     if (!client.empty()) {
-      options.pem_private_key = ReadFile(absl::StrCat(dir_, "/", client, ".key"));
-      options.pem_cert_chain = ReadFile(absl::StrCat(dir_, "/", client, ".pem"));
+      options.pem_private_key = ReadFile(certs_.Key(client));
+      options.pem_cert_chain = ReadFile(certs_.Pem(client));
     }
     grpc::ChannelArguments args;
     args.SetInt("dedup.test.connection", ++connections_);
@@ -95,8 +53,7 @@ class TlsTest : public ::testing::Test {
     return stub.Claim(context, ClaimOf(kNs, key, "worker-a"), response);
   }
 
-  TempDir certs_;
-  std::string dir_;
+  TestCerts certs_;
   std::unique_ptr<TestServer> server_;
   int connections_ = 0;
 };
@@ -133,10 +90,11 @@ TEST_F(TlsTest, ARotatedServerCertificateIsUsedByNewConnectionsWithoutARestart) 
   ASSERT_TRUE(ClaimWith(*before, "order-1", &response, &first).ok());
   ASSERT_EQ(first.auth_context()->FindPropertyValues("x509_common_name").front(), "server");
 
-  RunShell(absl::StrCat("cp ", dir_, "/server-rotated.key ", dir_, "/server.key.new && cp ", dir_,
-                        "/server-rotated.pem ", dir_, "/server.pem.new && mv ", dir_,
-                        "/server.key.new ", dir_, "/server.key && mv ", dir_, "/server.pem.new ",
-                        dir_, "/server.pem"));
+  // Replaced the way a secret volume is: whole files renamed into place.
+  std::filesystem::copy_file(certs_.Key("server-rotated"), certs_.Key("server") + ".new");
+  std::filesystem::copy_file(certs_.Pem("server-rotated"), certs_.Pem("server") + ".new");
+  std::filesystem::rename(certs_.Key("server") + ".new", certs_.Key("server"));
+  std::filesystem::rename(certs_.Pem("server") + ".new", certs_.Pem("server"));
 
   std::string seen;
   for (int i = 0; i < 50 && seen != "server-rotated"; ++i) {
