@@ -20,12 +20,15 @@ class FailingFileSystem final : public rocksdb::FileSystemWrapper {
 
   const char* Name() const override { return "FailingFileSystem"; }
   void FailWrites() { failing_ = true; }
+  // Only syncs fail from now on; appends still succeed, as when a disk
+  // accepts writes into its cache but cannot make them durable.
+  void FailSyncs() { failing_syncs_ = true; }
 
   rocksdb::IOStatus NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
                                     std::unique_ptr<rocksdb::FSWritableFile>* file,
                                     rocksdb::IODebugContext* debug) override {
     rocksdb::IOStatus status = target()->NewWritableFile(name, options, file, debug);
-    if (status.ok()) *file = std::make_unique<File>(std::move(*file), &failing_);
+    if (status.ok()) *file = std::make_unique<File>(std::move(*file), &failing_, &failing_syncs_);
     return status;
   }
 
@@ -39,8 +42,11 @@ class FailingFileSystem final : public rocksdb::FileSystemWrapper {
  private:
   class File final : public rocksdb::FSWritableFileOwnerWrapper {
    public:
-    File(std::unique_ptr<rocksdb::FSWritableFile> file, const std::atomic<bool>* failing)
-        : FSWritableFileOwnerWrapper(std::move(file)), failing_(failing) {}
+    File(std::unique_ptr<rocksdb::FSWritableFile> file, const std::atomic<bool>* failing,
+         const std::atomic<bool>* failing_syncs)
+        : FSWritableFileOwnerWrapper(std::move(file)),
+          failing_(failing),
+          failing_syncs_(failing_syncs) {}
 
     rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
                              rocksdb::IODebugContext* debug) override {
@@ -55,12 +61,12 @@ class FailingFileSystem final : public rocksdb::FileSystemWrapper {
     }
     rocksdb::IOStatus Sync(const rocksdb::IOOptions& options,
                            rocksdb::IODebugContext* debug) override {
-      if (*failing_) return Injected();
+      if (*failing_ || *failing_syncs_) return Injected();
       return FSWritableFileOwnerWrapper::Sync(options, debug);
     }
     rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options,
                             rocksdb::IODebugContext* debug) override {
-      if (*failing_) return Injected();
+      if (*failing_ || *failing_syncs_) return Injected();
       return FSWritableFileOwnerWrapper::Fsync(options, debug);
     }
 
@@ -69,9 +75,11 @@ class FailingFileSystem final : public rocksdb::FileSystemWrapper {
       return rocksdb::IOStatus::IOError("injected disk failure");
     }
     const std::atomic<bool>* const failing_;
+    const std::atomic<bool>* const failing_syncs_;
   };
 
   std::atomic<bool> failing_{false};
+  std::atomic<bool> failing_syncs_{false};
 };
 
 }  // namespace dedup::server::test

@@ -1,11 +1,15 @@
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "storage/operation.h"
 #include "storage/record.h"
 #include "storage/store.h"
+#include "storage/testing/rocksdb_env.h"
+#include "tests/server/failing_file_system.h"
 #include "tests/storage/op_builders.h"
 #include "tests/storage/store_fixture.h"
 
@@ -62,6 +66,39 @@ INSTANTIATE_TEST_SUITE_P(Modes, StoreDurabilityTest,
                          [](const ::testing::TestParamInfo<Durability>& info) {
                            return info.param == Durability::kFsync ? "Fsync" : "Buffered";
                          });
+
+}  // namespace
+}  // namespace dedup::storage
+
+namespace dedup::storage {
+namespace {
+
+// A background WAL sync that fails (buffered mode) means acknowledged
+// writes may not be durable: the store reports it as a background error
+// and refuses further writes, failing closed as after any disk fault.
+TEST_F(StoreTest, AFailedBackgroundWalSyncFailsTheStoreClosed) {
+  auto [fs, env] = server::test::FailingFileSystem::Make();
+  StoreOptions options = Options();
+  options.durability = Durability::kBuffered;
+  options.buffered_sync_interval_ms = 10;
+  SetRocksDbEnvForTesting(&options, env);
+  ASSERT_NO_FATAL_FAILURE(Open(options));
+  const uint64_t token = Acquire("before", "worker-a");
+  const uint64_t other = Acquire("other", "worker-a");
+
+  fs->FailSyncs();
+  // Written to the WAL (no new token, so nothing synced on the way); the
+  // background sync of it fails.
+  ASSERT_EQ(Do(Complete("before", token)).outcome, Outcome::kOk);
+  for (int i = 0; i < 200 && store_->BackgroundError().ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // Real WAL syncs.
+  }
+
+  EXPECT_FALSE(store_->BackgroundError().ok()) << "the failed sync is reported";
+  absl::StatusOr<OpResult> after = store_->Apply(Complete("other", other));
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable) << after.status();
+  Close();
+}
 
 }  // namespace
 }  // namespace dedup::storage
