@@ -52,11 +52,14 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
   for (const auto& [name, policy] : settings.policies->declared()) declared.push_back(name);
   server->metrics_ = std::make_unique<Metrics>(declared, settings.max_namespace_labels, kVersion);
   server->pool_ = std::make_unique<WorkerPool>(settings.workers, settings.limits.max_queued_tasks);
+  server->scan_pool_ =
+      std::make_unique<WorkerPool>(settings.limits.scan_workers, settings.limits.max_queued_tasks);
   auto shards = std::make_shared<const ShardMap>(server->store_->shard_count(),
                                                  settings.cluster_nodes, settings.node_index);
   server->service_ = std::make_unique<DedupService>(
-      server->store_.get(), server->pool_.get(), server->metrics_.get(), shards,
-      RequestTranslator(settings.policies, settings.max_key_bytes, shards), settings.limits);
+      server->store_.get(), server->pool_.get(), server->scan_pool_.get(), server->metrics_.get(),
+      shards, RequestTranslator(settings.policies, settings.max_key_bytes, shards),
+      settings.limits);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -65,6 +68,7 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
       ServerCredentialsFor(settings.tls);
   if (!credentials.ok()) {
     server->pool_->Shutdown();
+    server->scan_pool_->Shutdown();
     return credentials.status();
   }
   builder.AddListeningPort(settings.listen, *credentials, &server->port_);
@@ -74,6 +78,7 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
     server->grpc_server_.reset();
     server->pool_->Shutdown();
+    server->scan_pool_->Shutdown();
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", settings.listen,
                      " (address in use, or not an address this machine has)"));
@@ -146,11 +151,13 @@ void DedupServer::Shutdown(absl::Duration grace) {
     grpc_server_->Wait();
   }
   if (pool_ != nullptr) pool_->Shutdown();
+  if (scan_pool_ != nullptr) scan_pool_->Shutdown();
   http_.reset();
   probes_.reset();
   grpc_server_.reset();
   service_.reset();
   pool_.reset();
+  scan_pool_.reset();
   store_.reset();  // Syncs the WAL and closes RocksDB.
 }
 

@@ -70,6 +70,7 @@ class DedupServer {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<WorkerPool> scan_pool_;
   std::unique_ptr<DedupService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<StorageMonitor> monitor_;

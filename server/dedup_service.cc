@@ -23,11 +23,12 @@ absl::Status CheckBatchSize(const v1::BatchRequest& request) {
   return absl::OkStatus();
 }
 
-DedupService::DedupService(storage::Store* store, WorkerPool* pool, Metrics* metrics,
-                           std::shared_ptr<const ShardMap> shards, RequestTranslator translator,
-                           const ServerLimits& limits)
+DedupService::DedupService(storage::Store* store, WorkerPool* pool, WorkerPool* scan_pool,
+                           Metrics* metrics, std::shared_ptr<const ShardMap> shards,
+                           RequestTranslator translator, const ServerLimits& limits)
     : store_(store),
       pool_(pool),
+      scan_pool_(scan_pool),
       metrics_(metrics),
       shards_(std::move(shards)),
       translator_(std::move(translator)),
@@ -44,8 +45,10 @@ grpc::Status AbandonedStatus(grpc::CallbackServerContext* context) {
   return grpc::Status::OK;
 }
 
-grpc::Status DedupService::Submit(std::function<void()> task) {
-  switch (pool_->Submit(std::move(task))) {
+namespace {
+
+grpc::Status SubmitTo(WorkerPool* pool, std::function<void()> task) {
+  switch (pool->Submit(std::move(task))) {
     case WorkerPool::Admission::kQueued:
       return grpc::Status::OK;
     case WorkerPool::Admission::kFull:
@@ -54,6 +57,16 @@ grpc::Status DedupService::Submit(std::function<void()> task) {
       break;
   }
   return ShuttingDownStatus();
+}
+
+}  // namespace
+
+grpc::Status DedupService::Submit(std::function<void()> task) {
+  return SubmitTo(pool_, std::move(task));
+}
+
+grpc::Status DedupService::SubmitScan(std::function<void()> task) {
+  return SubmitTo(scan_pool_, std::move(task));
 }
 
 grpc::ServerUnaryReactor* DedupService::Topology(grpc::CallbackServerContext* context,

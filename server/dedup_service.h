@@ -26,8 +26,8 @@ absl::Status CheckBatchSize(const v1::BatchRequest& request);
 // parallel.
 class DedupService final : public v1::Dedup::CallbackService {
  public:
-  // `store`, `pool` and `metrics` must outlive the service.
-  DedupService(storage::Store* store, WorkerPool* pool, Metrics* metrics,
+  // `store`, `pool`, `scan_pool` and `metrics` must outlive the service.
+  DedupService(storage::Store* store, WorkerPool* pool, WorkerPool* scan_pool, Metrics* metrics,
                std::shared_ptr<const ShardMap> shards, RequestTranslator translator,
                const ServerLimits& limits);
 
@@ -71,8 +71,10 @@ class DedupService final : public v1::Dedup::CallbackService {
   void RecordRequest(Method method, absl::string_view ns, RequestStart start,
                      const grpc::Status& status);
 
-  // Queues `task` on the worker pool; on refusal, the status to answer.
+  // Queues `task` on the worker pool (Scan's own pool for SubmitScan); on
+  // refusal, the status to answer.
   grpc::Status Submit(std::function<void()> task);
+  grpc::Status SubmitScan(std::function<void()> task);
 
   WorkerPool* pool() const { return pool_; }
   const ServerLimits& limits() const { return limits_; }
@@ -90,6 +92,7 @@ class DedupService final : public v1::Dedup::CallbackService {
 
   storage::Store* const store_;
   WorkerPool* const pool_;
+  WorkerPool* const scan_pool_;
   Metrics* const metrics_;
   const std::shared_ptr<const ShardMap> shards_;
   const RequestTranslator translator_;

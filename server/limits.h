@@ -35,6 +35,9 @@ struct ServerLimits {
   uint32_t max_stream_answer_bytes = 8 << 20;
   // Records one Scan page examines (matching or not) before it yields.
   uint32_t scan_max_examined = 4096;
+  // Threads of Scan's own pool, apart from the workers of claims, so that
+  // admin scans cannot starve them. Its queue holds max_queued_tasks too.
+  uint32_t scan_workers = 2;
 };
 
 }  // namespace dedup::server

@@ -25,7 +25,7 @@ ScanReactor::ScanReactor(DedupService* service, const v1::ScanRequest& request)
 }
 
 void ScanReactor::FetchPage() {
-  const grpc::Status queued = service_->Submit([this] {
+  const grpc::Status queued = service_->SubmitScan([this] {
     if (cancelled_) {
       Done(grpc::Status::CANCELLED);
       return;

@@ -154,6 +154,7 @@ absl::Status ResolveLimits(const v1::LimitsConfig& in, ServerLimits* out) {
                         "limits.max_stream_answer_bytes", &out->max_stream_answer_bytes));
   s.Update(ResolveCount(in.scan_max_examined(), 1, 1 << 24, "limits.scan_max_examined",
                         &out->scan_max_examined));
+  s.Update(ResolveCount(in.scan_workers(), 1, 64, "limits.scan_workers", &out->scan_workers));
   if (!s.ok()) return s;
   // An answer of max_batch_answer_bytes of records, plus the framing of up
   // to 1,000 items, must fit in one message.

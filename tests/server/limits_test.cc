@@ -77,6 +77,17 @@ TEST_F(WorkerLimitTest, AFullQueueAnswersResourceExhausted) {
       << "the queue takes calls again once it drains";
 }
 
+TEST_F(WorkerLimitTest, ScanRunsOnItsOwnPoolWhileTheWorkersAreBusy) {
+  ASSERT_EQ(Claim(ClaimOf(kNs, "order-1", "worker-a")).outcome(), v1::ClaimResponse::ACQUIRED);
+  BlockTheWorker();
+
+  grpc::Status status;
+  const std::vector<v1::Record> records = ScanAll(stub(), ScanOf(kNs), &status);
+
+  EXPECT_THAT(status, IsOk());
+  EXPECT_EQ(records.size(), 1u);
+}
+
 TEST_F(WorkerLimitTest, ACallWhoseDeadlinePassedInTheQueueNeverReachesStorage) {
   BlockTheWorker();
   grpc::ClientContext context;
