@@ -31,6 +31,8 @@ VOLUME /var/lib/dedupd
 EXPOSE 7400
 # HTTP: /metrics (Prometheus), /healthz and /readyz.
 EXPOSE 7401
+# HTTP: /healthz and /readyz only, on threads of their own.
+EXPOSE 7402
 # Defaults: --config=/etc/dedupd/dedupd.textproto --listen=0.0.0.0:7400
-# --metrics_listen=0.0.0.0:7401 --data_dir=/var/lib/dedupd
+# --metrics_listen=0.0.0.0:7401 --probe_listen=0.0.0.0:7402 --data_dir=/var/lib/dedupd
 ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]

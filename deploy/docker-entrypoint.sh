@@ -3,7 +3,8 @@
 # image's defaults, then the container's arguments (later flags win):
 #
 #   --config=/etc/dedupd/dedupd.textproto  --listen=0.0.0.0:7400
-#   --metrics_listen=0.0.0.0:7401          --data_dir=/var/lib/dedupd
+#   --metrics_listen=0.0.0.0:7401  --probe_listen=0.0.0.0:7402
+#   --data_dir=/var/lib/dedupd
 #   [--cluster_nodes=$DEDUPD_CLUSTER_NODES] [--node_index=N]  "$@"
 #
 # In a cluster (DEDUPD_CLUSTER_NODES set, or --cluster_nodes among the
@@ -52,6 +53,7 @@ fi
 flags+=(
   "--listen=${DEDUPD_LISTEN:-0.0.0.0:7400}"
   "--metrics_listen=${DEDUPD_METRICS_LISTEN:-0.0.0.0:7401}"
+  "--probe_listen=${DEDUPD_PROBE_LISTEN:-0.0.0.0:7402}"
   "--data_dir=${DEDUPD_DATA_DIR:-/var/lib/dedupd}"
 )
 

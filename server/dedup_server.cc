@@ -1,9 +1,13 @@
 #include "server/dedup_server.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "dedup/build_info.h"
+#include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -13,6 +17,28 @@
 #include "spdlog/spdlog.h"
 
 namespace dedup::server {
+namespace {
+
+int ClampToInt(int64_t value) {
+  return static_cast<int>(std::min<int64_t>(value, std::numeric_limits<int>::max()));
+}
+
+// Message sizes, streams per connection and keepalive (design.md §10).
+void ApplyTransportLimits(const ServerLimits& limits, grpc::ServerBuilder* builder) {
+  builder->SetMaxReceiveMessageSize(ClampToInt(limits.max_receive_message_bytes));
+  builder->SetMaxSendMessageSize(ClampToInt(limits.max_send_message_bytes));
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                              ClampToInt(limits.max_concurrent_streams));
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ClampToInt(limits.keepalive_time_ms));
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                              ClampToInt(limits.keepalive_timeout_ms));
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                              ClampToInt(limits.min_client_ping_interval_ms));
+  // A client's keepalive pings between calls are allowed, at the pace above.
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSettings& settings,
                                                                 const storage::Clock* clock) {
@@ -25,22 +51,34 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
   std::vector<std::string> declared;
   for (const auto& [name, policy] : settings.policies->declared()) declared.push_back(name);
   server->metrics_ = std::make_unique<Metrics>(declared, settings.max_namespace_labels, kVersion);
-  server->pool_ = std::make_unique<WorkerPool>(settings.workers);
+  server->pool_ = std::make_unique<WorkerPool>(settings.workers, settings.limits.max_queued_tasks);
+  server->scan_pool_ =
+      std::make_unique<WorkerPool>(settings.limits.scan_workers, settings.limits.max_queued_tasks);
   auto shards = std::make_shared<const ShardMap>(server->store_->shard_count(),
                                                  settings.cluster_nodes, settings.node_index);
   server->service_ = std::make_unique<DedupService>(
-      server->store_.get(), server->pool_.get(), server->metrics_.get(), shards,
-      RequestTranslator(settings.policies, settings.max_key_bytes, shards));
+      server->store_.get(), server->pool_.get(), server->scan_pool_.get(), server->metrics_.get(),
+      shards, RequestTranslator(settings.policies, settings.max_key_bytes, shards),
+      settings.limits);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(settings.listen, grpc::InsecureServerCredentials(), &server->port_);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ServerCredentialsFor(settings.tls);
+  if (!credentials.ok()) {
+    server->pool_->Shutdown();
+    server->scan_pool_->Shutdown();
+    return credentials.status();
+  }
+  builder.AddListeningPort(settings.listen, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
+  ApplyTransportLimits(settings.limits, &builder);
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
     server->grpc_server_.reset();
     server->pool_->Shutdown();
+    server->scan_pool_->Shutdown();
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", settings.listen,
                      " (address in use, or not an address this machine has)"));
@@ -61,6 +99,13 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
                                      {"/readyz", [raw] { return raw->Probe(true); }}});
     if (!http.ok()) return http.status();
     server->http_ = std::move(*http);
+  }
+  if (!settings.probe_listen.empty()) {
+    auto probes = HttpEndpoint::Start(settings.probe_listen,
+                                      {{"/healthz", [raw] { return raw->Probe(false); }},
+                                       {"/readyz", [raw] { return raw->Probe(true); }}});
+    if (!probes.ok()) return probes.status();
+    server->probes_ = std::move(*probes);
   }
   return server;
 }
@@ -124,10 +169,13 @@ void DedupServer::Shutdown(absl::Duration grace) {
     grpc_server_->Wait();
   }
   if (pool_ != nullptr) pool_->Shutdown();
+  if (scan_pool_ != nullptr) scan_pool_->Shutdown();
   http_.reset();
+  probes_.reset();
   grpc_server_.reset();
   service_.reset();
   pool_.reset();
+  scan_pool_.reset();
   store_.reset();  // Syncs the WAL and closes RocksDB.
 }
 

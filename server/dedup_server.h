@@ -50,7 +50,11 @@ class DedupServer {
   int port() const { return port_; }
   // The port of /metrics, /healthz and /readyz; 0 when they are off.
   int http_port() const { return http_ != nullptr ? http_->port() : 0; }
+  // The port of the probes-only endpoint; 0 when it is off.
+  int probe_port() const { return probes_ != nullptr ? probes_->port() : 0; }
   storage::Store* store() const { return store_.get(); }
+  // The storage workers, for tests that occupy them.
+  WorkerPool* pool() const { return pool_.get(); }
   Metrics* metrics() const { return metrics_.get(); }
   // Reads storage statistics and health now instead of at the next interval.
   void RefreshStorageStats() { monitor_->Refresh(); }
@@ -71,10 +75,12 @@ class DedupServer {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<WorkerPool> scan_pool_;
   std::unique_ptr<DedupService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<StorageMonitor> monitor_;
   std::unique_ptr<HttpEndpoint> http_;
+  std::unique_ptr<HttpEndpoint> probes_;
   ProcessMetrics process_metrics_;
   int port_ = 0;
   bool stopped_ = false;

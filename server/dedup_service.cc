@@ -1,5 +1,7 @@
 #include "server/dedup_service.h"
 
+#include <chrono>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -21,13 +23,51 @@ absl::Status CheckBatchSize(const v1::BatchRequest& request) {
   return absl::OkStatus();
 }
 
-DedupService::DedupService(storage::Store* store, WorkerPool* pool, Metrics* metrics,
-                           std::shared_ptr<const ShardMap> shards, RequestTranslator translator)
+DedupService::DedupService(storage::Store* store, WorkerPool* pool, WorkerPool* scan_pool,
+                           Metrics* metrics, std::shared_ptr<const ShardMap> shards,
+                           RequestTranslator translator, const ServerLimits& limits)
     : store_(store),
       pool_(pool),
+      scan_pool_(scan_pool),
       metrics_(metrics),
       shards_(std::move(shards)),
-      translator_(std::move(translator)) {}
+      translator_(std::move(translator)),
+      limits_(limits) {}
+
+grpc::Status AbandonedStatus(grpc::CallbackServerContext* context) {
+  if (context->deadline() <= std::chrono::system_clock::now()) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "deadline passed while the call waited for a worker");
+  }
+  if (context->IsCancelled()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled while waiting for a worker");
+  }
+  return grpc::Status::OK;
+}
+
+namespace {
+
+grpc::Status SubmitTo(WorkerPool* pool, std::function<void()> task) {
+  switch (pool->Submit(std::move(task))) {
+    case WorkerPool::Admission::kQueued:
+      return grpc::Status::OK;
+    case WorkerPool::Admission::kFull:
+      return QueueFullStatus();
+    case WorkerPool::Admission::kShuttingDown:
+      break;
+  }
+  return ShuttingDownStatus();
+}
+
+}  // namespace
+
+grpc::Status DedupService::Submit(std::function<void()> task) {
+  return SubmitTo(pool_, std::move(task));
+}
+
+grpc::Status DedupService::SubmitScan(std::function<void()> task) {
+  return SubmitTo(scan_pool_, std::move(task));
+}
 
 grpc::ServerUnaryReactor* DedupService::Topology(grpc::CallbackServerContext* context,
                                                  const v1::TopologyRequest* /*request*/,
@@ -80,7 +120,11 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
     finish(ToGrpcStatus(op.status()));
     return reactor;
   }
-  const bool queued = pool_->Submit([this, response, fill, finish, op = std::move(*op)] {
+  const grpc::Status queued = Submit([this, context, response, fill, finish, op = std::move(*op)] {
+    if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
+      finish(abandoned);  // Nobody waits for the answer: storage is spared.
+      return;
+    }
     absl::StatusOr<storage::OpResult> result = store_->Apply(op);
     if (result.ok()) {
       NoteResult(op, *result);
@@ -88,7 +132,7 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
     }
     finish(ToGrpcStatus(result.status()));
   });
-  if (!queued) finish(ShuttingDownStatus());
+  if (!queued.ok()) finish(queued);
   return reactor;
 }
 
@@ -137,11 +181,15 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
     finish("", ToGrpcStatus(size));
     return reactor;
   }
-  const bool queued = pool_->Submit([this, request, response, finish] {
+  const grpc::Status queued = Submit([this, context, request, response, finish] {
+    if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
+      finish("", abandoned);
+      return;
+    }
     const std::string ns = ExecuteBatch(*request, response);
     finish(ns, grpc::Status::OK);
   });
-  if (!queued) finish("", ShuttingDownStatus());
+  if (!queued.ok()) finish("", queued);
   return reactor;
 }
 
@@ -164,7 +212,8 @@ std::string DedupService::ExecuteBatch(const v1::BatchRequest& request,
     }
   }
   if (!valid.empty()) {
-    std::vector<absl::StatusOr<storage::OpResult>> applied = store_->Apply(valid);
+    std::vector<absl::StatusOr<storage::OpResult>> applied =
+        store_->Apply(valid, limits_.max_batch_answer_bytes);
     for (size_t j = 0; j < applied.size(); ++j) {
       if (applied[j].ok()) NoteResult(valid[j], *applied[j]);
       results[positions[j]] = std::move(applied[j]);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dedup/v1/dedup.grpc.pb.h"
+#include "server/limits.h"
 #include "server/metrics.h"
 #include "server/request_translator.h"
 #include "server/shard_map.h"
@@ -25,9 +26,10 @@ absl::Status CheckBatchSize(const v1::BatchRequest& request);
 // parallel.
 class DedupService final : public v1::Dedup::CallbackService {
  public:
-  // `store`, `pool` and `metrics` must outlive the service.
-  DedupService(storage::Store* store, WorkerPool* pool, Metrics* metrics,
-               std::shared_ptr<const ShardMap> shards, RequestTranslator translator);
+  // `store`, `pool`, `scan_pool` and `metrics` must outlive the service.
+  DedupService(storage::Store* store, WorkerPool* pool, WorkerPool* scan_pool, Metrics* metrics,
+               std::shared_ptr<const ShardMap> shards, RequestTranslator translator,
+               const ServerLimits& limits);
 
   grpc::ServerUnaryReactor* Claim(grpc::CallbackServerContext* context,
                                   const v1::ClaimRequest* request,
@@ -56,9 +58,10 @@ class DedupService final : public v1::Dedup::CallbackService {
                                      v1::TopologyResponse* response) override;
 
   // Runs one batch: each item validated and answered on its own, the valid
-  // ones applied to storage together. Blocks on storage; call it from a
-  // worker. Returns the namespace every valid item names, or empty when
-  // they name several (or none is valid), for the latency label.
+  // ones applied to storage together, reads past max_batch_answer_bytes
+  // answered RESOURCE_EXHAUSTED. Blocks on storage; call it from a worker. Returns the namespace
+  // every valid item names, or empty when they name several (or none is valid), for the latency
+  // label.
   std::string ExecuteBatch(const v1::BatchRequest& request, v1::BatchResponse* response);
 
   // Counts a finished RPC (latency from `start`, read from the steady
@@ -68,7 +71,13 @@ class DedupService final : public v1::Dedup::CallbackService {
   void RecordRequest(Method method, absl::string_view ns, RequestStart start,
                      const grpc::Status& status);
 
+  // Queues `task` on the worker pool (Scan's own pool for SubmitScan); on
+  // refusal, the status to answer.
+  grpc::Status Submit(std::function<void()> task);
+  grpc::Status SubmitScan(std::function<void()> task);
+
   WorkerPool* pool() const { return pool_; }
+  const ServerLimits& limits() const { return limits_; }
   Metrics* metrics() const { return metrics_; }
   storage::Store* store() const { return store_; }
   const RequestTranslator& translator() const { return translator_; }
@@ -83,10 +92,16 @@ class DedupService final : public v1::Dedup::CallbackService {
 
   storage::Store* const store_;
   WorkerPool* const pool_;
+  WorkerPool* const scan_pool_;
   Metrics* const metrics_;
   const std::shared_ptr<const ShardMap> shards_;
   const RequestTranslator translator_;
+  const ServerLimits limits_;
 };
+
+// Why a call that waited for a worker must not reach storage: CANCELLED or
+// DEADLINE_EXCEEDED once the client gave up, OK while it still waits.
+grpc::Status AbandonedStatus(grpc::CallbackServerContext* context);
 
 }  // namespace dedup::server
 

@@ -45,6 +45,17 @@ ABSL_FLAG(uint32_t, max_key_bytes, 0, "Longest key in bytes [config: max_key_byt
 ABSL_FLAG(std::string, metrics_listen, "",
           "HTTP address of /metrics, /healthz and /readyz, or off [config: metrics_listen; "
           "default 127.0.0.1:7401].");
+ABSL_FLAG(std::string, probe_listen, "",
+          "HTTP address of /healthz and /readyz on threads of their own, apart from slow "
+          "/metrics clients, or off [config: probe_listen; default off].");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the gRPC server [config: tls.cert].");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert [config: tls.key].");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA bundle; clients must present a certificate it verifies (mutual TLS) "
+          "[config: tls.ca].");
+ABSL_FLAG(bool, insecure, false,
+          "Allow plaintext gRPC on a non-loopback --listen address [config: insecure].");
 ABSL_FLAG(std::vector<std::string>, cluster_nodes, {},
           "Addresses of every node of the cluster, comma-separated, in index order "
           "[config: cluster.nodes]. Unset: a single node.");
@@ -85,11 +96,20 @@ Flags (each overrides the config field in brackets):
   --data_dir=DIR        data directory, created if missing [data_dir; default ./dedupd-data]
   --metrics_listen=ADDR /metrics, /healthz, /readyz over HTTP, or off
                         [metrics_listen; default 127.0.0.1:7401]
+  --probe_listen=ADDR   /healthz and /readyz only, on threads of their own, so
+                        slow /metrics clients cannot delay them, or off
+                        [probe_listen; default off]
   --shards=N            shards of a new data directory; an existing one keeps its
                         count and another value is refused [shards; default 16]
   --durability=MODE     fsync: reply after the WAL is synced; buffered: WAL synced
                         in the background [durability; default fsync]
   --strict              undeclared namespaces get NOT_FOUND [strict_namespaces]
+  --tls_cert=FILE       PEM certificate chain of the gRPC server [tls.cert]
+  --tls_key=FILE        its PEM private key [tls.key]
+  --tls_ca=FILE         CA bundle client certificates must chain to: mutual TLS
+                        [tls.ca]. The files are re-read when they change.
+  --insecure            allow plaintext gRPC on a non-loopback address
+                        [insecure]; without TLS, plaintext is refused there
   --cluster_nodes=A,B,C addresses of every node of a cluster, in index order; node i
                         of n owns the shards s with s mod n == i [cluster.nodes]
   --node_index=N        this node's index in --cluster_nodes [cluster.node_index]
@@ -177,11 +197,23 @@ absl::StatusOr<ServerConfig> LoadConfig() {
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
     config.set_metrics_listen(absl::GetFlag(FLAGS_metrics_listen));
   }
+  if (!absl::GetFlag(FLAGS_probe_listen).empty()) {
+    config.set_probe_listen(absl::GetFlag(FLAGS_probe_listen));
+  }
   if (absl::GetFlag(FLAGS_shards) != 0) config.set_shards(absl::GetFlag(FLAGS_shards));
   if (!absl::GetFlag(FLAGS_durability).empty()) {
     config.set_durability(absl::GetFlag(FLAGS_durability));
   }
   if (absl::GetFlag(FLAGS_strict)) config.set_strict_namespaces(true);
+  if (!absl::GetFlag(FLAGS_tls_cert).empty()) {
+    config.mutable_tls()->set_cert(absl::GetFlag(FLAGS_tls_cert));
+  }
+  if (!absl::GetFlag(FLAGS_tls_key).empty()) {
+    config.mutable_tls()->set_key(absl::GetFlag(FLAGS_tls_key));
+  }
+  if (!absl::GetFlag(FLAGS_tls_ca).empty())
+    config.mutable_tls()->set_ca(absl::GetFlag(FLAGS_tls_ca));
+  if (absl::GetFlag(FLAGS_insecure)) config.set_insecure(true);
   if (const auto nodes = absl::GetFlag(FLAGS_cluster_nodes); !nodes.empty()) {
     config.mutable_cluster()->clear_nodes();
     for (const std::string& node : nodes) config.mutable_cluster()->add_nodes(node);
@@ -261,6 +293,12 @@ int main(int argc, char** argv) {
   LogEvent(
       spdlog::level::info, "starting",
       {{"version", dedup::kVersion}, {"settings", dedup::server::DescribeSettings(*settings)}});
+  if (settings->insecure_plaintext) {
+    LogEvent(spdlog::level::warn,
+             "serving plaintext gRPC on a non-loopback address (--insecure): anyone who can "
+             "reach it can read and forge every call",
+             {{"listen", settings->listen}});
+  }
   absl::StatusOr<std::unique_ptr<dedup::server::DedupServer>> server =
       dedup::server::DedupServer::Start(*settings);
   if (!server.ok()) {
@@ -271,6 +309,7 @@ int main(int argc, char** argv) {
            {{"listen", settings->listen},
             {"port", (*server)->port()},
             {"metrics_port", (*server)->http_port()},
+            {"probe_port", (*server)->probe_port()},
             {"data_dir", settings->store.path},
             {"shards", (*server)->store()->shard_count()}});
 

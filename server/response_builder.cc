@@ -17,12 +17,25 @@ Enum ProtoOutcome(OutcomeKind kind, Outcome outcome) {
 
 }  // namespace
 
+bool TokenIsShown(storage::State visible_state) {
+  switch (visible_state) {
+    case storage::State::kCompleted:
+    case storage::State::kReleased:
+    case storage::State::kFailed:
+      return true;
+    case storage::State::kInProgress:
+    case storage::State::kAbsent:
+      return false;
+  }
+  return false;
+}
+
 void FillRecord(const storage::Record& r, v1::Record* out) {
   out->set_namespace_(r.ns);
   out->set_key(r.key);
   out->set_state(StateToProto(r.state));
   out->set_owner(r.owner);
-  out->set_token(r.token);
+  if (TokenIsShown(r.state)) out->set_token(r.token);
   out->set_fingerprint(r.fingerprint);
   out->set_lease_expires_ms(r.state == storage::State::kInProgress ? r.lease_expires_ms : 0);
   out->set_retention_expires_ms(r.retention_expires_ms);
@@ -36,7 +49,9 @@ void FillRecord(const storage::Record& r, v1::Record* out) {
 void FillClaim(const storage::OpResult& result, v1::ClaimResponse* out) {
   const storage::Record& r = result.record;
   out->set_outcome(ProtoOutcome<v1::ClaimResponse::Outcome>(OutcomeKind::kClaim, result.outcome));
-  out->set_token(r.token);
+  // The holder's token goes only to the holder: ACQUIRED is the claim
+  // itself, a re-entrant Claim included (design.md §10).
+  if (result.outcome == Outcome::kAcquired || TokenIsShown(r.state)) out->set_token(r.token);
   out->set_attempts(r.attempts);
   switch (result.outcome) {
     case Outcome::kAcquired:

@@ -25,8 +25,13 @@ ScanReactor::ScanReactor(DedupService* service, const v1::ScanRequest& request)
 }
 
 void ScanReactor::FetchPage() {
-  const bool queued = service_->pool()->Submit([this] {
-    absl::StatusOr<storage::ScanPage> page = service_->store()->Scan(query_, cursor_, kPageSize);
+  const grpc::Status queued = service_->SubmitScan([this] {
+    if (cancelled_) {
+      Done(grpc::Status::CANCELLED);
+      return;
+    }
+    absl::StatusOr<storage::ScanPage> page =
+        service_->store()->Scan(query_, cursor_, kPageSize, service_->limits().scan_max_examined);
     if (!page.ok()) {
       Done(ToGrpcStatus(page.status()));
       return;
@@ -39,9 +44,7 @@ void ScanReactor::FetchPage() {
     }
     WriteNext();
   });
-  if (!queued) {
-    Done(ShuttingDownStatus());
-  }
+  if (!queued.ok()) Done(queued);
 }
 
 void ScanReactor::WriteNext() {

@@ -16,8 +16,10 @@ class DedupService;
 
 // One Scan call: reads a page of records on the worker pool, writes them one
 // by one, then reads the next page, so memory stays bounded however large
-// the namespace. Only one step is ever outstanding, so no lock is needed.
-// Deletes itself in OnDone.
+// the namespace. A page examines at most limits().scan_max_examined stored
+// records, so one worker step is bounded even when few records match, and
+// cancellation is checked before every page and every write. Only one step is ever outstanding, so
+// no lock is needed. Deletes itself in OnDone.
 class ScanReactor final : public grpc::ServerWriteReactor<v1::Record> {
  public:
   static constexpr size_t kPageSize = 256;

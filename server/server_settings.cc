@@ -44,6 +44,12 @@ absl::Status ParseDurationField(const std::string& text, int64_t fallback_ms, in
     return absl::InvalidArgumentError(absl::StrCat(
         field, ": '", text, "' is not a duration (write e.g. \"30s\", \"10m\", \"24h\")"));
   }
+  // Checked before converting: ToInt64Milliseconds saturates silently.
+  if (d > absl::Milliseconds(kMaxConfigDurationMs) ||
+      d < -absl::Milliseconds(kMaxConfigDurationMs)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": must be at most ", kMaxConfigDurationMs, "ms (10 years), got '", text, "'"));
+  }
   *out_ms = absl::ToInt64Milliseconds(d);
   if (*out_ms < min_ms) {
     return absl::InvalidArgumentError(
@@ -111,6 +117,78 @@ absl::Status ResolveStorage(const v1::ServerConfig& config, storage::StoreOption
                               "periodic_compaction", &periodic_ms));
   out->periodic_compaction_seconds = static_cast<uint64_t>(periodic_ms / 1000);
   return s;
+}
+
+// Takes `value` unless it is 0 (unset), then checks min..max.
+absl::Status ResolveCount(uint32_t value, uint32_t min, uint32_t max, const std::string& field,
+                          uint32_t* out) {
+  if (value != 0) *out = value;
+  if (*out < min || *out > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be ", min, "..", max, ", got ", *out));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveLimits(const v1::LimitsConfig& in, ServerLimits* out) {
+  constexpr uint32_t kMiB = 1 << 20;
+  absl::Status s;
+  s.Update(ResolveCount(in.max_queued_tasks(), 1, 1 << 20, "limits.max_queued_tasks",
+                        &out->max_queued_tasks));
+  s.Update(ResolveCount(in.max_receive_message_bytes(), 64 * 1024, 64 * kMiB,
+                        "limits.max_receive_message_bytes", &out->max_receive_message_bytes));
+  s.Update(ResolveCount(in.max_send_message_bytes(), kMiB, 64 * kMiB,
+                        "limits.max_send_message_bytes", &out->max_send_message_bytes));
+  s.Update(ResolveCount(in.max_concurrent_streams(), 1, 100'000, "limits.max_concurrent_streams",
+                        &out->max_concurrent_streams));
+  s.Update(ParseDurationField(in.keepalive_time(), out->keepalive_time_ms, 1000,
+                              "limits.keepalive_time", &out->keepalive_time_ms));
+  s.Update(ParseDurationField(in.keepalive_timeout(), out->keepalive_timeout_ms, 1000,
+                              "limits.keepalive_timeout", &out->keepalive_timeout_ms));
+  s.Update(ParseDurationField(in.min_client_ping_interval(), out->min_client_ping_interval_ms, 0,
+                              "limits.min_client_ping_interval",
+                              &out->min_client_ping_interval_ms));
+  s.Update(ResolveCount(in.max_stream_batches(), 1, 1024, "limits.max_stream_batches",
+                        &out->max_stream_batches));
+  s.Update(ResolveCount(in.max_stream_answer_bytes(), 64 * 1024, 1024 * kMiB,
+                        "limits.max_stream_answer_bytes", &out->max_stream_answer_bytes));
+  s.Update(ResolveCount(in.scan_max_examined(), 1, 1 << 24, "limits.scan_max_examined",
+                        &out->scan_max_examined));
+  s.Update(ResolveCount(in.scan_workers(), 1, 64, "limits.scan_workers", &out->scan_workers));
+  if (!s.ok()) return s;
+  // An answer of max_batch_answer_bytes of records, plus the framing of up
+  // to 1,000 items, must fit in one message.
+  return ResolveCount(in.max_batch_answer_bytes(), 64 * 1024,
+                      out->max_send_message_bytes - kMiB / 2, "limits.max_batch_answer_bytes",
+                      &out->max_batch_answer_bytes);
+}
+
+// TLS files, and the rule that plaintext needs a loopback address or an
+// explicit acknowledgement.
+absl::Status ResolveTransport(const v1::ServerConfig& config, ServerSettings* settings) {
+  const v1::TlsConfig& in = config.tls();
+  TlsSettings& tls = settings->tls;
+  tls.cert = in.cert();
+  tls.key = in.key();
+  tls.ca = in.ca();
+  absl::Status s = ParseDurationField(in.refresh_interval(), tls.refresh_interval_ms, 1000,
+                                      "tls.refresh_interval", &tls.refresh_interval_ms);
+  if (!s.ok()) return s;
+  if (tls.cert.empty() != tls.key.empty()) {
+    return absl::InvalidArgumentError("tls: cert and key must be set together");
+  }
+  if (!tls.enabled() && !tls.ca.empty()) {
+    return absl::InvalidArgumentError("tls.ca: set without tls.cert and tls.key");
+  }
+  if (tls.enabled() || IsLoopbackListen(settings->listen)) return absl::OkStatus();
+  if (!config.insecure()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listen: ", settings->listen,
+        " is not a loopback address, and plaintext there lets anyone who reaches it read and "
+        "forge every call; configure tls { cert key ca }, or acknowledge with --insecure"));
+  }
+  settings->insecure_plaintext = true;
+  return absl::OkStatus();
 }
 
 absl::Status ResolveCluster(const v1::ClusterConfig& cluster, ServerSettings* settings) {
@@ -189,8 +267,13 @@ absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config) {
   settings.metrics_listen = config.metrics_listen().empty()    ? kDefaultMetricsListen
                             : config.metrics_listen() == "off" ? ""
                                                                : config.metrics_listen();
+  settings.probe_listen = config.probe_listen() == "off" ? "" : config.probe_listen();
   settings.max_namespace_labels =
       config.max_namespace_labels() != 0 ? config.max_namespace_labels() : 100;
+  s = ResolveLimits(config.limits(), &settings.limits);
+  if (!s.ok()) return s;
+  s = ResolveTransport(config, &settings);
+  if (!s.ok()) return s;
   s = ResolveCluster(config.cluster(), &settings);
   if (!s.ok()) return s;
   s = ResolveStorage(config, &settings.store);
@@ -222,12 +305,23 @@ std::string DescribeSettings(const ServerSettings& s) {
   return absl::StrCat(
       "listen=", s.listen,
       " metrics_listen=", s.metrics_listen.empty() ? std::string("off") : s.metrics_listen,
+      " probe_listen=", s.probe_listen.empty() ? std::string("off") : s.probe_listen,
+      " grpc_transport=",
+      s.tls.mutual()         ? "mtls"
+      : s.tls.enabled()      ? "tls"
+      : s.insecure_plaintext ? "plaintext-insecure"
+                             : "plaintext-loopback",
       " data_dir=", s.store.path, " shards=",
       s.store.shards == 0 ? std::string("existing-or-16") : absl::StrCat(s.store.shards),
       " durability=", s.store.durability == storage::Durability::kFsync ? "fsync" : "buffered",
       " strict=", s.policies->strict() ? "true" : "false", " cluster=", s.store.identity,
       " namespaces=", s.policies->declared().size(), " workers=", s.workers,
-      " max_key_bytes=", s.max_key_bytes);
+      " max_key_bytes=", s.max_key_bytes, " max_queued_tasks=", s.limits.max_queued_tasks,
+      " max_receive_message_bytes=", s.limits.max_receive_message_bytes,
+      " max_batch_answer_bytes=", s.limits.max_batch_answer_bytes,
+      " max_stream_batches=", s.limits.max_stream_batches,
+      " max_stream_answer_bytes=", s.limits.max_stream_answer_bytes,
+      " max_concurrent_streams=", s.limits.max_concurrent_streams);
 }
 
 }  // namespace dedup::server

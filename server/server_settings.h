@@ -8,7 +8,9 @@
 
 #include "absl/status/statusor.h"
 #include "dedup/v1/server_config.pb.h"
+#include "server/limits.h"
 #include "server/namespace_policy.h"
+#include "server/transport_security.h"
 #include "storage/store.h"
 
 namespace dedup::server {
@@ -20,13 +22,22 @@ struct ServerSettings {
   uint32_t workers = 32;
   int64_t shutdown_grace_ms = 10'000;
   std::string metrics_listen;  // Empty: no HTTP endpoint.
+  std::string probe_listen;    // Empty: probes only on metrics_listen.
   uint32_t max_namespace_labels = 100;
   int64_t stats_interval_ms = 10'000;
   std::vector<std::string> cluster_nodes;  // Empty: a single node.
   uint32_t node_index = 0;
+  ServerLimits limits;
+  TlsSettings tls;
+  // Plaintext on a non-loopback `listen`, acknowledged by --insecure.
+  bool insecure_plaintext = false;
   storage::StoreOptions store;  // clock left at the system clock.
   std::shared_ptr<const PolicyTable> policies;
 };
+
+// Longest duration any configuration field may hold (ten years), so that
+// "now + duration" in milliseconds stays far from int64 overflow.
+inline constexpr int64_t kMaxConfigDurationMs = 10LL * 365 * 24 * 3600 * 1000;
 
 // Parses a configuration file in protobuf text format. Errors name the line
 // and column.

@@ -13,6 +13,11 @@ grpc::Status ShuttingDownStatus() {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
 }
 
+grpc::Status QueueFullStatus() {
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      "server busy: its worker queue is full; retry with backoff");
+}
+
 std::string StatusCodeName(grpc::StatusCode code) {
   // absl and gRPC codes are one to one, and Abseil spells them as gRPC does.
   std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));

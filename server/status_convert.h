@@ -17,6 +17,10 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // drains for shutdown: UNAVAILABLE, so clients retry elsewhere or later.
 grpc::Status ShuttingDownStatus();
 
+// The answer to a call whose storage work finds the worker queue full:
+// RESOURCE_EXHAUSTED, to retry with backoff.
+grpc::Status QueueFullStatus();
+
 // gRPC status codes are 0..kGrpcCodeCount-1 (OK..UNAUTHENTICATED).
 inline constexpr int kGrpcCodeCount = static_cast<int>(grpc::StatusCode::UNAUTHENTICATED) + 1;
 

@@ -7,7 +7,22 @@
 
 namespace dedup::server {
 
-StreamReactor::StreamReactor(DedupService* service) : service_(service) { StartRead(&request_); }
+StreamReactor::StreamReactor(DedupService* service)
+    : service_(service),
+      max_batches_(service->limits().max_stream_batches),
+      max_answer_bytes_(service->limits().max_stream_answer_bytes) {
+  StartRead(&request_);
+}
+
+bool StreamReactor::UnderBudget() const {
+  return in_flight_ + outbox_.size() < max_batches_ && outbox_bytes_ <= max_answer_bytes_;
+}
+
+bool StreamReactor::ResumeReading() {
+  if (!reading_paused_ || reads_done_ || broken_ || !UnderBudget()) return false;
+  reading_paused_ = false;
+  return true;
+}
 
 void StreamReactor::OnReadDone(bool ok) {
   if (!ok) {
@@ -37,24 +52,25 @@ void StreamReactor::OnReadDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     ++in_flight_;
-    read_more = in_flight_ < kMaxInFlight;
+    read_more = UnderBudget();
     reading_paused_ = !read_more;
   }
   const RequestStart start = NowForLatency();
   service_->metrics()->RequestStarted();
-  const bool queued = service_->pool()->Submit([this, start, request = std::move(request)] {
+  const grpc::Status queued = service_->Submit([this, start, request = std::move(request)] {
     v1::BatchResponse response;
     const std::string ns = service_->ExecuteBatch(request, &response);
     service_->RecordRequest(Method::kStream, ns, start, grpc::Status::OK);
     Answer(std::move(response));
   });
-  if (!queued) {
-    service_->RecordRequest(Method::kStream, "", start, ShuttingDownStatus());
+  if (!queued.ok()) {
+    // The batches already running are still answered before the status.
+    service_->RecordRequest(Method::kStream, "", start, queued);
     {
       absl::MutexLock lock(&mu_);
       --in_flight_;
       reads_done_ = true;
-      final_status_ = ShuttingDownStatus();
+      if (final_status_.ok()) final_status_ = queued;
     }
     MaybeFinish();
     return;
@@ -69,16 +85,16 @@ void StreamReactor::Answer(v1::BatchResponse response) {
     absl::MutexLock lock(&mu_);
     --in_flight_;
     if (!broken_) {
+      const uint64_t bytes = response.ByteSizeLong();
       outbox_.push_back(std::move(response));
+      outbox_sizes_.push_back(bytes);
+      outbox_bytes_ += bytes;
       if (!writing_) {
         writing_ = true;
         to_write = &outbox_.front();
       }
     }
-    if (reading_paused_ && !reads_done_ && !broken_) {
-      reading_paused_ = false;
-      resume_reading = true;
-    }
+    resume_reading = ResumeReading();
   }
   // std::deque keeps references to its elements valid across push_back.
   if (to_write != nullptr) StartWrite(to_write);
@@ -88,24 +104,28 @@ void StreamReactor::Answer(v1::BatchResponse response) {
 
 void StreamReactor::OnWriteDone(bool ok) {
   const v1::BatchResponse* to_write = nullptr;
+  bool resume_reading = false;
   {
     absl::MutexLock lock(&mu_);
     outbox_.pop_front();
+    outbox_bytes_ -= outbox_sizes_.front();
+    outbox_sizes_.pop_front();
     if (!ok) {
       broken_ = true;
       outbox_.clear();
+      outbox_sizes_.clear();
+      outbox_bytes_ = 0;
     }
     if (!outbox_.empty()) {
       to_write = &outbox_.front();
     } else {
       writing_ = false;
     }
+    resume_reading = ResumeReading();
   }
-  if (to_write != nullptr) {
-    StartWrite(to_write);
-  } else {
-    MaybeFinish();
-  }
+  if (to_write != nullptr) StartWrite(to_write);
+  if (resume_reading) StartRead(&request_);
+  if (to_write == nullptr) MaybeFinish();
 }
 
 void StreamReactor::OnCancel() {

@@ -1,6 +1,7 @@
 #ifndef DEDUP_SERVER_STREAM_REACTOR_H_
 #define DEDUP_SERVER_STREAM_REACTOR_H_
 
+#include <cstdint>
 #include <deque>
 
 #include "absl/base/thread_annotations.h"
@@ -11,16 +12,17 @@ namespace dedup::server {
 
 class DedupService;
 
-// One Stream call: reads batches, runs up to kMaxInFlight of them at once
-// on the worker pool, and writes each answer as soon as it is ready (so
-// answers may overtake each other; batch_id tells them apart). Reading
-// pauses while kMaxInFlight batches are running: a fast client cannot queue
-// unbounded work. Deletes itself in OnDone, which gRPC calls only after
-// Finish, and Finish comes only once no batch is running.
+// One Stream call: reads batches, runs them on the worker pool, and writes
+// each answer as soon as it is ready (so answers may overtake each other;
+// batch_id tells them apart). Backpressure, not buffering: reading pauses
+// while limits().max_stream_batches batches are unanswered (running or
+// waiting to be written) or while more than max_stream_answer_bytes of
+// answers wait for a client that reads slowly, so neither a fast writer
+// nor a client that never reads can make the server hold more. Deletes
+// itself in OnDone, which gRPC calls only after Finish, and Finish comes
+// only once no batch is running.
 class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse> {
  public:
-  static constexpr int kMaxInFlight = 16;
-
   explicit StreamReactor(DedupService* service);
 
   void OnReadDone(bool ok) override;
@@ -34,13 +36,22 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
   // Finishes the call when reads are over and nothing runs or waits to be
   // written. Call without mu_ held.
   void MaybeFinish();
+  // Whether another batch may be read now.
+  bool UnderBudget() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes reading up again if it paused and the budget allows it; returns
+  // whether the caller must StartRead.
+  bool ResumeReading() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   DedupService* const service_;
+  const uint32_t max_batches_;
+  const uint64_t max_answer_bytes_;
   v1::BatchRequest request_;  // Owned by the outstanding read.
 
   absl::Mutex mu_;
   std::deque<v1::BatchResponse> outbox_ ABSL_GUARDED_BY(mu_);  // front() is being written.
-  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t outbox_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<uint64_t> outbox_sizes_ ABSL_GUARDED_BY(mu_);  // Bytes of each outbox_ entry.
+  uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool reading_paused_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

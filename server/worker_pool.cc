@@ -4,18 +4,19 @@
 
 namespace dedup::server {
 
-WorkerPool::WorkerPool(size_t threads) {
+WorkerPool::WorkerPool(size_t threads, size_t max_queued) : max_queued_(max_queued) {
   threads_.reserve(threads);
   for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
 }
 
 WorkerPool::~WorkerPool() { Shutdown(); }
 
-bool WorkerPool::Submit(std::function<void()> task) {
+WorkerPool::Admission WorkerPool::Submit(std::function<void()> task) {
   absl::MutexLock lock(&mu_);
-  if (stopping_) return false;
+  if (stopping_) return Admission::kShuttingDown;
+  if (tasks_.size() >= max_queued_) return Admission::kFull;
   tasks_.push_back(std::move(task));
-  return true;
+  return Admission::kQueued;
 }
 
 void WorkerPool::Shutdown() {

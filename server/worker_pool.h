@@ -16,18 +16,26 @@ namespace dedup::server {
 // Storage calls block on fsync, and gRPC's callback threads must not block,
 // so handlers hand their work here and finish the RPC from a worker.
 //
+// The queue is bounded: a client cannot make the server hold more waiting
+// work than `max_queued` tasks, each of which holds its request.
+//
 // Thread-safe.
 class WorkerPool {
  public:
-  explicit WorkerPool(size_t threads);
+  enum class Admission { kQueued, kFull, kShuttingDown };
+
+  // `max_queued` >= 1: tasks waiting for a thread, not counting the ones
+  // running.
+  WorkerPool(size_t threads, size_t max_queued);
   // Runs what is queued, then joins the threads.
   ~WorkerPool();
 
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  // Queues `task`. Returns false, without running it, once Shutdown began.
-  bool Submit(std::function<void()> task);
+  // Queues `task`. Without running it, answers kFull while `max_queued`
+  // tasks wait, and kShuttingDown once Shutdown began.
+  Admission Submit(std::function<void()> task);
 
   // Stops accepting tasks, runs the ones queued and joins the threads.
   // Idempotent.
@@ -36,6 +44,7 @@ class WorkerPool {
  private:
   void Run();
 
+  const size_t max_queued_;
   absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

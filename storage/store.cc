@@ -1,6 +1,7 @@
 #include "storage/store.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 #include <utility>
 
@@ -97,6 +98,11 @@ absl::StatusOr<std::optional<Record>> Store::Read(uint32_t shard, const std::str
 }
 
 std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> ops) {
+  return Apply(ops, std::numeric_limits<size_t>::max());
+}
+
+std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> ops,
+                                                   size_t answer_budget_bytes) {
   std::vector<uint64_t> hashes;
   hashes.reserve(ops.size());
   for (const Operation& op : ops) hashes.push_back(KeyHash(OpNamespace(op), OpKey(op)));
@@ -110,6 +116,7 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
   // Records written earlier in this batch, by storage key.
   std::unordered_map<std::string, Record> pending;
   rocksdb::WriteBatch batch;
+  size_t answer_bytes = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
     const Operation& op = ops[i];
     const std::string storage_key = EncodeStorageKey(OpNamespace(op), OpKey(op));
@@ -130,6 +137,16 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
       results.push_back(t.status());
       continue;
     }
+    const Record& answered = t->result.record;
+    const size_t bytes = answered.key.size() + answered.owner.size() + answered.fingerprint.size() +
+                         answered.result.size();
+    if (!t->write && answer_bytes > 0 && bytes > answer_budget_bytes - answer_bytes) {
+      results.push_back(absl::ResourceExhaustedError(
+          absl::StrCat("answer of this batch is over its budget of ", answer_budget_bytes,
+                       " bytes of records; ask for this item again in a smaller batch")));
+      continue;
+    }
+    answer_bytes += std::min(bytes, answer_budget_bytes - answer_bytes);
     if (t->write) {
       batch.Put(dir_->shard(shard), storage_key, EncodeRecord(t->stored));
       pending[storage_key] = std::move(t->stored);
@@ -158,11 +175,13 @@ absl::StatusOr<OpResult> Store::Apply(const Operation& op) {
 }
 
 absl::StatusOr<ScanPage> Store::Scan(const ScanQuery& query, const ScanCursor& from,
-                                     size_t max_records) const {
+                                     size_t max_records, size_t max_examined) const {
   ScanPage page;
   page.next = from;
   if (from.done) return page;
   max_records = std::max<size_t>(max_records, 1);
+  max_examined = std::max<size_t>(max_examined, 1);
+  size_t examined = 0;
   const int64_t now_ms = options_.clock->NowMs();
   const std::string prefix = NamespacePrefix(query.ns);
   for (uint32_t shard = from.shard; shard < shard_count(); ++shard) {
@@ -171,7 +190,16 @@ absl::StatusOr<ScanPage> Store::Scan(const ScanQuery& query, const ScanCursor& f
     const bool resume = shard == from.shard && !from.after.empty();
     it->Seek(resume ? from.after : prefix);
     if (resume && it->Valid() && it->key() == from.after) it->Next();
+    std::string last_examined;  // In this shard; empty: none yet.
     for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      if (examined == max_examined) {
+        // Yields before this key, so that one page costs a bounded walk
+        // however few records match; the cursor resumes here.
+        page.next = ScanCursor{shard, std::move(last_examined), false};
+        return page;
+      }
+      ++examined;
+      last_examined = it->key().ToString();
       Record record;
       if (!DecodeRecord(absl::string_view(it->value().data(), it->value().size()), &record)) {
         // Kept on disk (compaction keeps it too), not returned, counted.

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -117,12 +118,21 @@ class Store {
   // (undecodable, or a corrupt block) answers DATA_LOSS, alone.
   std::vector<absl::StatusOr<OpResult>> Apply(absl::Span<const Operation> ops);
   absl::StatusOr<OpResult> Apply(const Operation& op);
+  // As above, and bounds the memory of the answers: once the records
+  // answered so far (their keys, owners, fingerprints and results) reach
+  // `answer_budget_bytes`, an operation that changes nothing and whose
+  // record would go past it answers RESOURCE_EXHAUSTED instead. The first
+  // answer always fits; operations that write always answer.
+  std::vector<absl::StatusOr<OpResult>> Apply(absl::Span<const Operation> ops,
+                                              size_t answer_budget_bytes);
 
   // Up to `max_records` (at least one) live records of `query.ns` from
-  // `from` on, in shard order. Pass the returned cursor back to continue
-  // until it is done.
-  absl::StatusOr<ScanPage> Scan(const ScanQuery& query, const ScanCursor& from,
-                                size_t max_records) const;
+  // `from` on, in shard order, after examining at most `max_examined` (at
+  // least one) stored records, matching or not: a page may hold fewer
+  // records, even none, and not be done. Pass the returned cursor back to
+  // continue until it is done.
+  absl::StatusOr<ScanPage> Scan(const ScanQuery& query, const ScanCursor& from, size_t max_records,
+                                size_t max_examined = std::numeric_limits<size_t>::max()) const;
 
   // Compacts every shard fully, running the TTL filter over all records.
   // For tests and operators; periodic compaction does this over time.

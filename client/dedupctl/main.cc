@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "dedup/build_info.h"
 #include "dedup/client/client.h"
+#include "dedup/client/tls.h"
 #include "exit_codes.h"
 #include "nlohmann/json.hpp"
 #include "output.h"
@@ -38,6 +39,9 @@ Commands:
 Global options (before or after the command):
   --endpoint=HOST:PORT  dedupd address (default $DEDUPD_ENDPOINT, else 127.0.0.1:7400)
   --timeout=5s          deadline of the call, retries included
+  --tls_ca=FILE         connect over TLS, verifying dedupd against this CA bundle
+  --tls_cert=FILE       with --tls_key: this client's certificate, for mutual TLS
+  --tls_key=FILE        its private key
   --json                print the response as JSON (bytes fields in base64)
   --help                this text; `dedupctl COMMAND --help` for one command
   --version             print the version and exit
@@ -298,6 +302,10 @@ int RunCommand(client::Client& client, const Args& args, const CommandSpec& spec
   return kExitOk;
 }
 
+// Options every command takes.
+const std::set<std::string> kGlobalOptions = {"endpoint", "timeout", "tls_ca", "tls_cert",
+                                              "tls_key"};
+
 int Main(int argc, char** argv) {
   Args args = Parse(argc, argv);
   if (args.version) {
@@ -324,7 +332,7 @@ int Main(int argc, char** argv) {
                spec.usage);
   }
   for (const auto& [name, value] : args.options) {
-    if (name != "endpoint" && name != "timeout" && spec.options.count(name) == 0) {
+    if (kGlobalOptions.count(name) == 0 && spec.options.count(name) == 0) {
       UsageError(absl::StrCat("unknown option --", name, " for ", args.command), spec.usage);
     }
   }
@@ -338,6 +346,14 @@ int Main(int argc, char** argv) {
   const char* env = std::getenv("DEDUPD_ENDPOINT");
   options.endpoint = Option(args, "endpoint", env != nullptr ? env : "127.0.0.1:7400");
   options.coalesce = false;  // One call: nothing to coalesce with.
+  const client::TlsFiles tls{Option(args, "tls_ca"), Option(args, "tls_cert"),
+                             Option(args, "tls_key")};
+  if (!tls.ca.empty() || !tls.cert.empty() || !tls.key.empty()) {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        client::TlsCredentials(tls);
+    if (!credentials.ok()) UsageError(std::string(credentials.status().message()));
+    options.credentials = *credentials;
+  }
   int64_t timeout_ms = 0;
   if (DurationOption(args, "timeout", spec.usage, &timeout_ms)) {
     if (timeout_ms <= 0) UsageError("--timeout must be positive", spec.usage);

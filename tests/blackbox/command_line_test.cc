@@ -136,3 +136,27 @@ TEST_F(CommandLineTest, UnknownFlagExitsTwoAsBadFlagsDo) {
 
 }  // namespace
 }  // namespace dedup::blackbox
+
+namespace dedup::blackbox {
+namespace {
+
+// Refused while reading the configuration, before anything listens: a
+// later --listen overrides the test's loopback one.
+TEST_F(CommandLineTest, PlaintextOnANonLoopbackAddressIsRefusedWithoutInsecure) {
+  const FinishedRun run = Run({"--listen=0.0.0.0:0"});
+
+  EXPECT_EQ(run.status, ExitStatus::Exited(2)) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "0.0.0.0:0 is not a loopback address")) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "--insecure")) << run.output;
+  EXPECT_FALSE(DataDirExists());
+}
+
+TEST_F(CommandLineTest, InsecureAcknowledgesPlaintextAndCheckConfigSaysSo) {
+  const FinishedRun run = Run({"--listen=0.0.0.0:0", "--insecure", "--check_config"});
+
+  EXPECT_EQ(run.status, ExitStatus::Exited(0)) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "grpc_transport=plaintext-insecure")) << run.output;
+}
+
+}  // namespace
+}  // namespace dedup::blackbox

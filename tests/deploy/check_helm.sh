@@ -12,7 +12,8 @@
 #    refuse bad values (replicas 0, replicas above shards, an unknown
 #    durability, a bad namespace name, a misspelt value).
 # 3. `helm template` with 1 replica, 3 replicas, 3 with the ServiceMonitor
-#    and PrometheusRule, and with required anti-affinity; each rendering is
+#    and PrometheusRule, with required anti-affinity, and with TLS from a
+#    Secret and the NetworkPolicy; each rendering is
 #    turned into JSON by helm itself (fromYaml/toJson in a throwaway chart)
 #    and checked with python3's standard library: the StatefulSet, its
 #    Services, volumes, security context, probes, cluster addresses,
@@ -180,6 +181,10 @@ render replicas3 --set replicas=3
 render monitoring --set replicas=3 --set serviceMonitor.enabled=true \
   --set prometheusRule.enabled=true
 render hard-anti-affinity --set podAntiAffinity.type=hard
+render tls-network-policy --set replicas=3 --set tls.enabled=true --set tls.secretName=dedupd-tls \
+  --set networkPolicy.enabled=true --set networkPolicy.clientSelector.app=consumer \
+  --set networkPolicy.prometheusSelector.app=prometheus \
+  --set networkPolicy.prometheusNamespaceSelector.team=monitoring
 if [ -f "$alerts" ]; then
   cp "$alerts" "$work/yaml2json/files/deploy-alerts.yaml"
 else
@@ -310,8 +315,9 @@ def check_rendering(case, replicas, monitoring):
           f"[{case}] client Service selects the pods")
 
     ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
-    check(ports.get("grpc") == 7400 and ports.get("metrics") == 7401,
-          f"[{case}] container ports grpc 7400 and metrics 7401", str(ports))
+    check(ports.get("grpc") == 7400 and ports.get("metrics") == 7401 and
+          ports.get("probes") == 7402,
+          f"[{case}] container ports grpc 7400, metrics 7401 and probes 7402", str(ports))
 
     claims = dig(sts, "spec", "volumeClaimTemplates", default=[])
     check(len(claims) == 1 and dig(claims[0], "spec", "resources", "requests", "storage"),
@@ -339,6 +345,8 @@ def check_rendering(case, replicas, monitoring):
     check(flags.get("listen") == "0.0.0.0:7400", f"[{case}] --listen=0.0.0.0:7400")
     check(flags.get("metrics_listen") == "0.0.0.0:7401",
           f"[{case}] --metrics_listen=0.0.0.0:7401")
+    check(flags.get("probe_listen") == "0.0.0.0:7402",
+          f"[{case}] --probe_listen=0.0.0.0:7402, probes apart from slow scrapers")
     check(flags.get("data_dir") == "/var/lib/dedupd", f"[{case}] --data_dir=/var/lib/dedupd")
     node_flags = [a for a in args if a.startswith("--cluster_nodes=")]
     nodes = node_flags[0].split("=", 1)[1].split(",") if len(node_flags) == 1 else []
@@ -355,8 +363,8 @@ def check_rendering(case, replicas, monitoring):
 
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         get = dig(c, probe, "httpGet", default={})
-        check(get.get("path") == path and port_number(c, get.get("port")) == 7401,
-              f"[{case}] {probe} is HTTP GET {path} on 7401", str(get))
+        check(get.get("path") == path and port_number(c, get.get("port")) == 7402,
+              f"[{case}] {probe} is HTTP GET {path} on the probe port 7402", str(get))
     startup = c.get("startupProbe")
     check(startup is None or "grpc" in startup or
           dig(startup, "httpGet", "path") == "/healthz",
@@ -423,6 +431,52 @@ def check_rendering(case, replicas, monitoring):
 check_rendering("replicas1", 1, False)
 sts3, cm3 = check_rendering("replicas3", 3, False)
 check_rendering("monitoring", 3, True)
+sts_tls, _ = check_rendering("tls-network-policy", 3, False)
+
+# Transport: plaintext only with --insecure; with tls, the Secret's files.
+plain_args = dig(sts3, "spec", "template", "spec", "containers", 0, "args", default=[])
+check("--insecure" in plain_args and not any(a.startswith("--tls_") for a in plain_args),
+      "[replicas3] without tls, plaintext is acknowledged with --insecure")
+c_tls = dig(sts_tls, "spec", "template", "spec", "containers", 0, default={})
+tls_args = c_tls.get("args", [])
+check("--insecure" not in tls_args and
+      {"--tls_cert=/etc/dedupd-tls/tls.crt", "--tls_key=/etc/dedupd-tls/tls.key",
+       "--tls_ca=/etc/dedupd-tls/ca.crt"} <= set(tls_args),
+      "[tls-network-policy] mutual TLS from the mounted Secret, no --insecure", str(tls_args))
+tls_mounts = {m.get("name"): m for m in c_tls.get("volumeMounts", [])}
+tls_volumes = {v.get("name"): v for v in
+               dig(sts_tls, "spec", "template", "spec", "volumes", default=[])}
+check(dig(tls_mounts, "tls", "mountPath") == "/etc/dedupd-tls" and
+      dig(tls_mounts, "tls", "readOnly") is True and
+      dig(tls_volumes, "tls", "secret", "secretName") == "dedupd-tls",
+      "[tls-network-policy] Secret dedupd-tls mounted read-only at /etc/dedupd-tls")
+
+# NetworkPolicy: none by default; when enabled, deny by default and admit
+# each port from its own peers only.
+for case in ("replicas1", "replicas3", "monitoring"):
+    check(not of_kind(docs.get(case, []), "NetworkPolicy"), f"[{case}] no NetworkPolicy by default")
+policy = one(docs.get("tls-network-policy", []), "NetworkPolicy", "tls-network-policy")
+check(dig(policy, "spec", "policyTypes") == ["Ingress"] and
+      dig(policy, "spec", "podSelector", "matchLabels") ==
+      dig(sts_tls, "spec", "selector", "matchLabels"),
+      "[tls-network-policy] the NetworkPolicy governs ingress to the dedupd pods")
+rules = {tuple(p.get("port") for p in r.get("ports", [])): r.get("from")
+         for r in dig(policy, "spec", "ingress", default=[])}
+check(set(rules) == {(7400,), (7401,), (7402,)},
+      "[tls-network-policy] rules for 7400, 7401 and 7402 only", str(list(rules)))
+grpc_from = rules.get((7400,)) or []
+check(len(grpc_from) == 2 and dig(grpc_from, 0, "podSelector", "matchLabels") == {"app": "consumer"}
+      and "namespaceSelector" not in grpc_from[0] and
+      dig(grpc_from, 1, "podSelector", "matchLabels", "dedupd/component") == "helm-test",
+      "[tls-network-policy] gRPC from the client selector (this namespace) and the helm test pod",
+      str(grpc_from))
+metrics_from = rules.get((7401,)) or []
+check(len(metrics_from) == 1 and
+      dig(metrics_from, 0, "podSelector", "matchLabels") == {"app": "prometheus"} and
+      dig(metrics_from, 0, "namespaceSelector", "matchLabels") == {"team": "monitoring"},
+      "[tls-network-policy] /metrics from Prometheus' pods in its namespace only",
+      str(metrics_from))
+check(rules.get((7402,)) is None, "[tls-network-policy] probes (7402) from anywhere: the kubelet")
 
 affinity = dig(sts3, "spec", "template", "spec", "affinity", "podAntiAffinity", default={})
 check("preferredDuringSchedulingIgnoredDuringExecution" in affinity and

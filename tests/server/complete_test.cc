@@ -84,7 +84,8 @@ TEST_F(CompleteTest, CompleteWithATokenOlderThanATakeoverIsStale) {
   EXPECT_EQ(stale.outcome(), v1::CompleteResponse::STALE_TOKEN);
   const v1::Record record = Query(QueryOf(kNs, "pay-1")).record();
   EXPECT_EQ(record.state(), v1::STATE_IN_PROGRESS) << "the new holder keeps the key";
-  EXPECT_EQ(record.token(), new_token);
+  EXPECT_EQ(record.owner(), "worker-b");
+  EXPECT_EQ(Extend(ExtendOf(kNs, "pay-1", new_token)).outcome(), v1::ExtendResponse::OK);
 }
 
 TEST_F(CompleteTest, CompleteWithATokenOlderThanTheCompletionIsStale) {

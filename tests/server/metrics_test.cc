@@ -352,6 +352,8 @@ TEST_F(MetricsTest, CorruptBlockAnswersDataLossForItsKeyAndIsCounted) {
   auto [fs, env] = dedup::test::FaultInjectionFileSystem::Make();
   Start(env);
   const uint64_t token = Claim("coupons", "damaged", "worker-a").token();
+  // Completed, so that Query shows the token (a live claim's is hidden).
+  ASSERT_EQ(Complete("coupons", "damaged", token).outcome(), v1::CompleteResponse::OK);
   ASSERT_TRUE(server_->store()->Flush().ok());
   server_->Shutdown(absl::Seconds(1));
   stub_.reset();
@@ -365,6 +367,7 @@ TEST_F(MetricsTest, CorruptBlockAnswersDataLossForItsKeyAndIsCounted) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DATA_LOSS) << status.error_message();
   auto c2 = NewContext();
   ASSERT_TRUE(stub_->Query(c2.get(), QueryOf("coupons", "damaged"), &query).ok());
+  EXPECT_EQ(query.record().state(), v1::STATE_COMPLETED);
   EXPECT_EQ(query.record().token(), token);  // Only that one read was damaged.
   auto m = Scrape();
   EXPECT_EQ(m["dedup_storage_corrupt_records_total"], 1);

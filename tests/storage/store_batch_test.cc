@@ -94,3 +94,43 @@ TEST_F(StoreTest, EmptyBatchAnswersNothing) {
 
 }  // namespace
 }  // namespace dedup::storage
+
+namespace dedup::storage {
+namespace {
+
+// A 30 KiB request of 1,000 reads must not make the store hold 64 MiB of
+// answers: reads past the answer budget are refused one by one.
+TEST_F(StoreTest, ReadsPastTheAnswerBudgetAreRefusedAndWritesStillAnswer) {
+  const std::string result(1000, 'r');
+  ASSERT_EQ(Do(Complete("done", Acquire("done", "worker-a"), result)).outcome, Outcome::kOk);
+  std::vector<Operation> ops;
+  for (int i = 0; i < 5; ++i) ops.push_back(Query("done"));
+  ops.push_back(Claim("fresh", "worker-b"));
+  ops.push_back(Query("done"));
+
+  const std::vector<absl::StatusOr<OpResult>> results = store_->Apply(ops, 2500);
+
+  ASSERT_EQ(results.size(), ops.size());
+  ASSERT_TRUE(results[0].ok());
+  EXPECT_EQ(results[0]->record.result, result);
+  ASSERT_TRUE(results[1].ok()) << "two answers of about 1 KiB fit in 2,500 bytes";
+  for (size_t i : {2, 3, 4, 6}) {
+    EXPECT_EQ(results[i].status().code(), absl::StatusCode::kResourceExhausted) << "item " << i;
+  }
+  ASSERT_TRUE(results[5].ok()) << results[5].status();
+  EXPECT_EQ(results[5]->outcome, Outcome::kAcquired) << "a write is applied and answered";
+}
+
+TEST_F(StoreTest, TheFirstAnswerFitsWhateverTheBudget) {
+  ASSERT_EQ(Do(Complete("done", Acquire("done", "worker-a"), std::string(1000, 'r'))).outcome,
+            Outcome::kOk);
+  const std::vector<Operation> ops = {Query("done")};
+
+  const std::vector<absl::StatusOr<OpResult>> results = store_->Apply(ops, 10);
+
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  EXPECT_EQ(results[0]->record.result.size(), 1000u);
+}
+
+}  // namespace
+}  // namespace dedup::storage

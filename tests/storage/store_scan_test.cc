@@ -126,3 +126,43 @@ TEST_F(StoreTest, ScanReturnsOnlyTheNamespaceAsked) {
 
 }  // namespace
 }  // namespace dedup::storage
+
+namespace dedup::storage {
+namespace {
+
+// A Scan for a rare state must not walk a whole namespace in one step: a
+// page yields after examining its bound, matching or not, and the cursor
+// resumes where it stopped.
+TEST_F(StoreTest, ScanPageExaminesAtMostItsBoundAndResumes) {
+  std::vector<std::string> completed;
+  for (int i = 0; i < 30; ++i) {
+    const std::string key = "order-" + std::to_string(i);
+    const uint64_t token = Acquire(key, "worker-a");
+    if (i % 10 == 0) {
+      ASSERT_EQ(Do(Complete(key, token)).outcome, Outcome::kOk);
+      completed.push_back(key);
+    }
+  }
+  std::sort(completed.begin(), completed.end());
+  ScanQuery query;
+  query.ns = kNs;
+  query.state = State::kCompleted;
+
+  std::vector<Record> seen;
+  ScanCursor cursor;
+  int pages = 0;
+  while (!cursor.done && pages < 100) {
+    absl::StatusOr<ScanPage> page = store_->Scan(query, cursor, 100, 4);
+    ASSERT_TRUE(page.ok()) << page.status();
+    seen.insert(seen.end(), page->records.begin(), page->records.end());
+    cursor = page->next;
+    ++pages;
+  }
+
+  EXPECT_TRUE(cursor.done);
+  EXPECT_GE(pages, 30 / 4) << "each page examined at most 4 of the 30 records";
+  EXPECT_EQ(KeysOf(seen), completed) << "every match exactly once";
+}
+
+}  // namespace
+}  // namespace dedup::storage

@@ -1,0 +1,45 @@
+#ifndef DEDUP_SERVER_LIMITS_H_
+#define DEDUP_SERVER_LIMITS_H_
+
+#include <cstdint>
+
+namespace dedup::server {
+
+// Bounds on what one client can make the server hold (design.md §10). Each
+// is a field of dedup.v1.ServerConfig with the default shown; past a bound
+// the server answers RESOURCE_EXHAUSTED or stops reading, never buffers.
+struct ServerLimits {
+  // Storage tasks waiting for a worker; a full queue answers
+  // RESOURCE_EXHAUSTED.
+  uint32_t max_queued_tasks = 1024;
+  // Largest request gRPC accepts, and largest answer it sends.
+  uint32_t max_receive_message_bytes = 4 << 20;
+  uint32_t max_send_message_bytes = 4 << 20;
+  // HTTP/2 streams (calls) at once on one connection.
+  uint32_t max_concurrent_streams = 100;
+  // Pings an idle connection after keepalive_time and drops it when no ack
+  // comes within keepalive_timeout; a client pinging more often than
+  // min_client_ping_interval is disconnected.
+  int64_t keepalive_time_ms = 60'000;
+  int64_t keepalive_timeout_ms = 20'000;
+  int64_t min_client_ping_interval_ms = 10'000;
+  // Bytes of records (key, owner, fingerprint, result) one Batch or Stream
+  // answer may carry; reads past it answer RESOURCE_EXHAUSTED each. Under
+  // the 4 MiB that gRPC clients accept by default.
+  uint32_t max_batch_answer_bytes = 3 << 20;
+  // Batches of one Stream read and not yet answered (running, or waiting
+  // to be written); reading stops at this many.
+  uint32_t max_stream_batches = 16;
+  // Answer bytes of one Stream waiting to be written to a client that
+  // reads slowly; reading stops above this.
+  uint32_t max_stream_answer_bytes = 8 << 20;
+  // Records one Scan page examines (matching or not) before it yields.
+  uint32_t scan_max_examined = 4096;
+  // Threads of Scan's own pool, apart from the workers of claims, so that
+  // admin scans cannot starve them. Its queue holds max_queued_tasks too.
+  uint32_t scan_workers = 2;
+};
+
+}  // namespace dedup::server
+
+#endif  // DEDUP_SERVER_LIMITS_H_

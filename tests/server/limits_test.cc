@@ -1,0 +1,176 @@
+// Bounded resources (design.md §10): a full worker queue, calls that waited
+// past their deadline, oversized messages and oversized Batch answers are
+// each answered instead of held.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "tests/server/test_server.h"
+
+namespace dedup::server::test {
+namespace {
+
+constexpr char kNs[] = "orders";
+
+// One worker and a queue of two, so a test can occupy both.
+class WorkerLimitTest : public ServerTest {
+ protected:
+  std::string Config() const override {
+    return R"pb(
+      durability: "buffered"
+      workers: 1
+      limits { max_queued_tasks: 2 }
+    )pb";
+  }
+
+  // Occupies the only worker until Unblock.
+  void BlockTheWorker() {
+    ASSERT_EQ(server_->server().pool()->Submit([this] {
+      started_.Notify();
+      release_.WaitForNotification();
+    }),
+              WorkerPool::Admission::kQueued);
+    started_.WaitForNotification();
+  }
+  void Unblock() { release_.Notify(); }
+
+  // Waits until the worker has run everything queued before.
+  void Drain() {
+    for (;;) {
+      auto ran = std::make_shared<absl::Notification>();
+      if (server_->server().pool()->Submit([ran] { ran->Notify(); }) ==
+          WorkerPool::Admission::kQueued) {
+        ran->WaitForNotification();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  void TearDown() override {
+    if (!release_.HasBeenNotified()) release_.Notify();
+    ServerTest::TearDown();
+  }
+
+  absl::Notification started_;
+  absl::Notification release_;
+};
+
+TEST_F(WorkerLimitTest, AFullQueueAnswersResourceExhausted) {
+  BlockTheWorker();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(server_->server().pool()->Submit([] {}), WorkerPool::Admission::kQueued);
+  }
+
+  const grpc::Status status = StatusOf(stub(), ClaimOf(kNs, "order-1", "worker-a"));
+
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  v1::BatchRequest batch;
+  *batch.add_operations() = Op(QueryOf(kNs, "order-1"));
+  EXPECT_EQ(StatusOf(stub(), batch).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  Unblock();
+  Drain();
+  EXPECT_EQ(Claim(ClaimOf(kNs, "order-1", "worker-a")).outcome(), v1::ClaimResponse::ACQUIRED)
+      << "the queue takes calls again once it drains";
+}
+
+TEST_F(WorkerLimitTest, ScanRunsOnItsOwnPoolWhileTheWorkersAreBusy) {
+  ASSERT_EQ(Claim(ClaimOf(kNs, "order-1", "worker-a")).outcome(), v1::ClaimResponse::ACQUIRED);
+  BlockTheWorker();
+
+  grpc::Status status;
+  const std::vector<v1::Record> records = ScanAll(stub(), ScanOf(kNs), &status);
+
+  EXPECT_THAT(status, IsOk());
+  EXPECT_EQ(records.size(), 1u);
+}
+
+TEST_F(WorkerLimitTest, ACallWhoseDeadlinePassedInTheQueueNeverReachesStorage) {
+  BlockTheWorker();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  v1::ClaimResponse ignored;
+  const grpc::Status status = stub().Claim(&context, ClaimOf(kNs, "order-1", "worker-a"), &ignored);
+  ASSERT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The server's deadline counts from when the call reached it, a little
+  // after the client's: let it pass too.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+
+  Unblock();
+
+  // The Query queues behind the expired Claim on the one worker.
+  EXPECT_EQ(Query(QueryOf(kNs, "order-1")).record().state(), v1::STATE_ABSENT)
+      << "the abandoned Claim was not applied";
+}
+
+TEST_F(WorkerLimitTest, ACancelledCallNeverReachesStorage) {
+  BlockTheWorker();
+  grpc::ClientContext context;
+  v1::ClaimResponse ignored;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    context.TryCancel();
+  });
+  const grpc::Status status = stub().Claim(&context, ClaimOf(kNs, "order-1", "worker-a"), &ignored);
+  canceller.join();
+  ASSERT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
+  // The client's cancel is local at once; the server hears it over the
+  // connection, well within this on loopback.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+
+  Unblock();
+
+  EXPECT_EQ(Query(QueryOf(kNs, "order-1")).record().state(), v1::STATE_ABSENT);
+}
+
+class MessageLimitTest : public ServerTest {
+ protected:
+  std::string Config() const override {
+    return R"pb(
+      durability: "buffered"
+      default_policy { max_result_bytes: 200000 }
+      limits { max_receive_message_bytes: 65536 max_batch_answer_bytes: 65536 }
+    )pb";
+  }
+};
+
+TEST_F(MessageLimitTest, ARequestOverTheMessageLimitIsRefused) {
+  const uint64_t token = MustAcquire(kNs, "order-1", "worker-a");
+
+  const grpc::Status status =
+      StatusOf(stub(), CompleteOf(kNs, "order-1", token, std::string(70'000, 'r')));
+
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_EQ(Complete(CompleteOf(kNs, "order-1", token, std::string(60'000, 'r'))).outcome(),
+            v1::CompleteResponse::OK);
+}
+
+TEST_F(MessageLimitTest, ABatchAnswerStopsAtItsByteCapAndEachItemPastItSaysSo) {
+  const uint64_t token = MustAcquire(kNs, "order-1", "worker-a");
+  ASSERT_EQ(Complete(CompleteOf(kNs, "order-1", token, std::string(20'000, 'r'))).outcome(),
+            v1::CompleteResponse::OK);
+  v1::BatchRequest batch;
+  for (int i = 0; i < 10; ++i) *batch.add_operations() = Op(QueryOf(kNs, "order-1"));
+  *batch.add_operations() = Op(ClaimOf(kNs, "order-2", "worker-a"));
+
+  const v1::BatchResponse response = Batch(batch);
+
+  ASSERT_EQ(response.results_size(), 11);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(response.results(i).query().record().result().size(), 20'000u) << "item " << i;
+  }
+  for (int i = 3; i < 10; ++i) {
+    EXPECT_EQ(response.results(i).error().code(),
+              static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED))
+        << "item " << i;
+  }
+  EXPECT_EQ(response.results(10).claim().outcome(), v1::ClaimResponse::ACQUIRED)
+      << "a write past the cap is still applied and answered";
+  EXPECT_LE(response.ByteSizeLong(), 65536u + 1024u);
+}
+
+}  // namespace
+}  // namespace dedup::server::test

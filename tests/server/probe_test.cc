@@ -1,0 +1,96 @@
+// The probes answer while /metrics is slow (design.md §10): clients that
+// trickle a request at the metrics port hold its threads, and the probe
+// port, with threads of its own, still answers /healthz within a second.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tests/server/test_server.h"
+
+namespace dedup::server::test {
+namespace {
+
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The status line of GET `path`, or "" when none came within `timeout`.
+std::string StatusLineWithin(int port, const std::string& path, std::chrono::milliseconds timeout) {
+  const int fd = Connect(port);
+  if (fd < 0) return "";
+  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  std::string raw;
+  if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (raw.find("\r\n") == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      pollfd readable{fd, POLLIN, 0};
+      if (left.count() <= 0 || poll(&readable, 1, static_cast<int>(left.count())) <= 0) break;
+      char buffer[256];
+      const ssize_t n = read(fd, buffer, sizeof(buffer));
+      if (n <= 0) break;
+      raw.append(buffer, n);
+    }
+  }
+  close(fd);
+  return raw.substr(0, raw.find("\r\n"));
+}
+
+class ProbeTest : public ServerTest {
+ protected:
+  std::string Config() const override {
+    return R"pb(
+      durability: "buffered" metrics_listen: "127.0.0.1:0" probe_listen: "127.0.0.1:0"
+    )pb";
+  }
+};
+
+TEST_F(ProbeTest, EightSlowScrapersDoNotDelayTheProbes) {
+  const int metrics_port = server_->server().http_port();
+  const int probe_port = server_->server().probe_port();
+  ASSERT_GT(metrics_port, 0);
+  ASSERT_GT(probe_port, 0);
+  ASSERT_EQ(StatusLineWithin(probe_port, "/healthz", std::chrono::seconds(1)), "HTTP/1.1 200 OK");
+
+  // Each holds a metrics thread: a request line that never ends.
+  std::vector<int> trickling;
+  for (int i = 0; i < 8; ++i) {
+    const int fd = Connect(metrics_port);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, "GET /metr", 9), 9);
+    trickling.push_back(fd);
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  const std::string healthz = StatusLineWithin(probe_port, "/healthz", std::chrono::seconds(1));
+  const std::string readyz = StatusLineWithin(probe_port, "/readyz", std::chrono::seconds(1));
+  const auto took = std::chrono::steady_clock::now() - start;
+
+  EXPECT_EQ(healthz, "HTTP/1.1 200 OK");
+  EXPECT_EQ(readyz, "HTTP/1.1 200 OK");
+  EXPECT_LT(took, std::chrono::seconds(1));
+  EXPECT_EQ(StatusLineWithin(probe_port, "/metrics", std::chrono::seconds(1)),
+            "HTTP/1.1 404 Not Found")
+      << "the probe port serves the probes only";
+  for (int fd : trickling) close(fd);
+}
+
+}  // namespace
+}  // namespace dedup::server::test

@@ -1,0 +1,107 @@
+// Configuration bounds (design.md §10): every limit has a default, a range
+// named in the error, and no duration can push "now + duration" near
+// int64 overflow.
+
+#include "server/server_settings.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dedup::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<ServerSettings> Resolve(const std::string& text) {
+  absl::StatusOr<v1::ServerConfig> config = ParseConfigText(text);
+  if (!config.ok()) return config.status();
+  return ResolveSettings(*config);
+}
+
+TEST(ServerSettingsTest, LimitsHaveTheirDefaults) {
+  absl::StatusOr<ServerSettings> settings = Resolve("");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  const ServerLimits& limits = settings->limits;
+  EXPECT_EQ(limits.max_queued_tasks, 1024u);
+  EXPECT_EQ(limits.max_receive_message_bytes, 4u << 20);
+  EXPECT_EQ(limits.max_send_message_bytes, 4u << 20);
+  EXPECT_EQ(limits.max_concurrent_streams, 100u);
+  EXPECT_EQ(limits.keepalive_time_ms, 60'000);
+  EXPECT_EQ(limits.keepalive_timeout_ms, 20'000);
+  EXPECT_EQ(limits.min_client_ping_interval_ms, 10'000);
+  EXPECT_EQ(limits.max_batch_answer_bytes, 3u << 20);
+  EXPECT_EQ(limits.max_stream_batches, 16u);
+  EXPECT_EQ(limits.max_stream_answer_bytes, 8u << 20);
+  EXPECT_EQ(limits.scan_max_examined, 4096u);
+  EXPECT_EQ(limits.scan_workers, 2u);
+}
+
+TEST(ServerSettingsTest, LimitsAreReadFromTheConfig) {
+  absl::StatusOr<ServerSettings> settings =
+      Resolve(R"pb(limits { max_queued_tasks: 7 keepalive_time: "5m" max_stream_batches: 2 })pb");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->limits.max_queued_tasks, 7u);
+  EXPECT_EQ(settings->limits.keepalive_time_ms, 300'000);
+  EXPECT_EQ(settings->limits.max_stream_batches, 2u);
+}
+
+TEST(ServerSettingsTest, ALimitOutOfRangeIsRefusedNamingIt) {
+  absl::StatusOr<ServerSettings> settings = Resolve("limits { max_stream_batches: 5000 }");
+  EXPECT_THAT(settings.status().message(), HasSubstr("limits.max_stream_batches: must be 1..1024"));
+  settings = Resolve("limits { max_send_message_bytes: 1048576 }");
+  EXPECT_THAT(settings.status().message(), HasSubstr("limits.max_batch_answer_bytes"))
+      << "the default answer cap no longer fits in one message";
+}
+
+TEST(ServerSettingsTest, DurationsAboveTenYearsAreRefused) {
+  for (const std::string& text : {
+           std::string(R"pb(default_policy { retention_default: "87601h" })pb"),
+           std::string(R"pb(abandoned_grace: "2562047h")pb"),
+           std::string(R"pb(limits { keepalive_time: "100000h" })pb"),
+       }) {
+    absl::StatusOr<ServerSettings> settings = Resolve(text);
+    EXPECT_FALSE(settings.ok()) << text;
+    EXPECT_THAT(settings.status().message(), HasSubstr("(10 years)")) << text;
+  }
+  EXPECT_TRUE(Resolve(R"pb(default_policy { retention_default: "87600h" })pb").ok())
+      << "exactly ten years is allowed";
+}
+
+}  // namespace
+}  // namespace dedup::server
+
+namespace dedup::server {
+namespace {
+
+TEST(ServerSettingsTest, PlaintextOutsideLoopbackNeedsTheInsecureAcknowledgement) {
+  for (const char* listen : {"127.0.0.1:7400", "127.9.0.1:0", "[::1]:7400", "localhost:7400"}) {
+    absl::StatusOr<ServerSettings> settings = Resolve(absl::StrCat("listen: '", listen, "'"));
+    ASSERT_TRUE(settings.ok()) << listen << ": " << settings.status();
+    EXPECT_FALSE(settings->insecure_plaintext) << listen;
+  }
+  for (const char* listen : {"0.0.0.0:7400", "10.0.0.5:7400", "[::]:7400", "dedupd-0:7400"}) {
+    absl::StatusOr<ServerSettings> settings = Resolve(absl::StrCat("listen: '", listen, "'"));
+    EXPECT_THAT(settings.status().message(), HasSubstr("is not a loopback address")) << listen;
+    settings = Resolve(absl::StrCat("listen: '", listen, "' insecure: true"));
+    ASSERT_TRUE(settings.ok()) << listen << ": " << settings.status();
+    EXPECT_TRUE(settings->insecure_plaintext) << listen;
+  }
+}
+
+TEST(ServerSettingsTest, TlsNeedsCertAndKeyTogetherAndAllowsAnyAddress) {
+  EXPECT_THAT(Resolve("tls { cert: 'c.pem' }").status().message(),
+              HasSubstr("tls: cert and key must be set together"));
+  EXPECT_THAT(Resolve("tls { ca: 'ca.pem' }").status().message(),
+              HasSubstr("tls.ca: set without tls.cert and tls.key"));
+  absl::StatusOr<ServerSettings> settings =
+      Resolve("listen: '0.0.0.0:7400' tls { cert: 'c.pem' key: 'k.pem' ca: 'ca.pem' }");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_TRUE(settings->tls.mutual());
+  EXPECT_FALSE(settings->insecure_plaintext);
+}
+
+}  // namespace
+}  // namespace dedup::server
