@@ -55,7 +55,9 @@ absl::StatusOr<Transition> DecideClaim(const ClaimOp& op, const std::optional<Re
   }
   switch (state) {
     case State::kInProgress:
-      if (current->owner == op.owner) {
+      // Re-entrant only for the same owner and, with authentication, the
+      // same identity: a caller naming another's owner learns nothing.
+      if (current->owner == op.owner && (op.identity.empty() || current->holder == op.identity)) {
         return Answer(Outcome::kAcquired, *current);
       }
       return Answer(Outcome::kInProgress, *current);
@@ -87,6 +89,7 @@ absl::StatusOr<Transition> DecideClaim(const ClaimOp& op, const std::optional<Re
   }
   next.state = State::kInProgress;
   next.owner = op.owner;
+  next.holder = op.identity;
   next.token = *token;
   if (next.fingerprint.empty()) next.fingerprint = op.fingerprint;
   next.lease_expires_ms = now_ms + op.lease_ms;
@@ -106,11 +109,27 @@ bool HoldsClaim(const Record& record, uint64_t token) {
   return record.state == State::kInProgress && record.token == token;
 }
 
-Transition DecideComplete(const CompleteOp& op, const std::optional<Record>& current,
-                          int64_t now_ms) {
+// With authentication, the newest token is usable only by the identity that
+// took it: tokens count up per key, so knowing one proves nothing. A claim
+// taken without authentication (no holder) stays usable by its token alone.
+absl::Status CheckHolder(const Record& record, uint64_t token, const std::string& identity) {
+  if (identity.empty() || record.holder.empty() || record.token != token ||
+      record.holder == identity) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(
+      "token belongs to the claim of another identity; only the identity that claimed the key "
+      "may complete, release or extend it");
+}
+
+absl::StatusOr<Transition> DecideComplete(const CompleteOp& op,
+                                          const std::optional<Record>& current, int64_t now_ms) {
   const State state = current ? EffectiveState(*current, now_ms) : State::kAbsent;
   if (!current || (state == State::kAbsent && current->state != State::kInProgress)) {
     return Answer(Outcome::kNotFound, KeyOnly(op.ns, op.key));
+  }
+  if (absl::Status holder = CheckHolder(*current, op.token, op.identity); !holder.ok()) {
+    return holder;
   }
   if (state == State::kCompleted && current->token == op.token) {
     return Answer(Outcome::kAlreadyCompleted, *current);
@@ -128,11 +147,14 @@ Transition DecideComplete(const CompleteOp& op, const std::optional<Record>& cur
   return Store(Outcome::kOk, std::move(next));
 }
 
-Transition DecideRelease(const ReleaseOp& op, const std::optional<Record>& current,
-                         int64_t now_ms) {
+absl::StatusOr<Transition> DecideRelease(const ReleaseOp& op, const std::optional<Record>& current,
+                                         int64_t now_ms) {
   const State state = current ? EffectiveState(*current, now_ms) : State::kAbsent;
   if (!current || (state == State::kAbsent && current->state != State::kInProgress)) {
     return Answer(Outcome::kNotFound, KeyOnly(op.ns, op.key));
+  }
+  if (absl::Status holder = CheckHolder(*current, op.token, op.identity); !holder.ok()) {
+    return holder;
   }
   if (current->token == op.token && state == State::kReleased) {
     return Answer(Outcome::kOk, *current);  // A retry of this release.
@@ -156,10 +178,14 @@ Transition DecideRelease(const ReleaseOp& op, const std::optional<Record>& curre
   return Store(Outcome::kOk, std::move(next));
 }
 
-Transition DecideExtend(const ExtendOp& op, const std::optional<Record>& current, int64_t now_ms) {
+absl::StatusOr<Transition> DecideExtend(const ExtendOp& op, const std::optional<Record>& current,
+                                        int64_t now_ms) {
   const State state = current ? EffectiveState(*current, now_ms) : State::kAbsent;
   if (!current || (state == State::kAbsent && current->state != State::kInProgress)) {
     return Answer(Outcome::kNotFound, KeyOnly(op.ns, op.key));
+  }
+  if (absl::Status holder = CheckHolder(*current, op.token, op.identity); !holder.ok()) {
+    return holder;
   }
   if (!HoldsClaim(*current, op.token)) {
     return Answer(Outcome::kStaleToken, Visible(*current, now_ms));

@@ -25,13 +25,16 @@ struct Transition {
 using TokenSource = absl::FunctionRef<absl::StatusOr<uint64_t>()>;
 
 // Decides `op` against `current` (nullopt: nothing stored) at `now_ms`.
-// Fails only when `next_token` fails.
+// Fails when `next_token` fails, and with PERMISSION_DENIED when an
+// authenticated Complete, Release or Extend presents the newest token of a
+// claim another identity holds (design.md §10).
 //
 // Rules beyond the state diagram:
 //  - fingerprints mismatch only when both sides are non-empty and differ;
 //    a record without one adopts the first fingerprint given;
 //  - a claim by the owner of a live lease is re-entrant: same token, the
-//    lease is not changed;
+//    lease is not changed; with authentication, only for the identity that
+//    took it;
 //  - Complete, Release and Extend succeed with the newest token of an
 //    IN_PROGRESS record even after its lease expired, as no one can have
 //    claimed since (a claim would have issued a newer token);

@@ -1,5 +1,7 @@
 #include "storage/operation.h"
 
+#include <type_traits>
+
 namespace dedup::storage {
 
 const char* OutcomeName(Outcome outcome) {
@@ -28,6 +30,14 @@ const char* OutcomeName(Outcome outcome) {
       return "ABSENT";
   }
   return "UNKNOWN";
+}
+
+void SetIdentity(Operation* op, const std::string& identity) {
+  std::visit(
+      [&identity](auto& o) {
+        if constexpr (!std::is_same_v<std::decay_t<decltype(o)>, QueryOp>) o.identity = identity;
+      },
+      *op);
 }
 
 const std::string& OpNamespace(const Operation& op) {

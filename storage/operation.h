@@ -12,6 +12,10 @@ namespace dedup::storage {
 // The operations of design.md §4, with every policy value already resolved by
 // the caller (the server validates input and applies namespace policy; the
 // storage layer trusts what it is given).
+//
+// `identity` is the authenticated caller (design.md §10), empty when the
+// server runs without authentication. Storage records it as the holder of
+// the claims it takes, and refuses another identity's use of their tokens.
 
 struct ClaimOp {
   std::string ns;
@@ -21,6 +25,7 @@ struct ClaimOp {
   int64_t lease_ms = 0;             // > 0.
   uint32_t max_attempts = 0;        // > 0; acquisitions before poisoning.
   int64_t failed_retention_ms = 0;  // How long a poisoned key is kept.
+  std::string identity;
 };
 
 struct CompleteOp {
@@ -29,6 +34,7 @@ struct CompleteOp {
   uint64_t token = 0;
   std::string result;
   int64_t retention_ms = 0;  // > 0.
+  std::string identity;
 };
 
 struct ReleaseOp {
@@ -37,6 +43,7 @@ struct ReleaseOp {
   uint64_t token = 0;
   uint32_t max_attempts = 0;
   int64_t failed_retention_ms = 0;
+  std::string identity;
 };
 
 struct ExtendOp {
@@ -44,6 +51,7 @@ struct ExtendOp {
   std::string key;
   uint64_t token = 0;
   int64_t lease_ms = 0;  // > 0; the new lease runs from now.
+  std::string identity;
 };
 
 struct QueryOp {
@@ -82,6 +90,10 @@ struct OpResult {
   bool takeover = false;  // Claim: acquired over an expired lease.
   bool poisoned = false;  // This operation made the key FAILED.
 };
+
+// Sets the authenticated caller of a Claim, Complete, Release or Extend;
+// a Query is the same for every caller.
+void SetIdentity(Operation* op, const std::string& identity);
 
 // The namespace and key an operation addresses.
 const std::string& OpNamespace(const Operation& op);

@@ -24,7 +24,7 @@ bool Record::operator==(const Record& o) const {
   auto fields = [](const Record& r) {
     return std::tie(r.ns, r.key, r.state, r.owner, r.token, r.fingerprint, r.lease_expires_ms,
                     r.retention_expires_ms, r.attempts, r.created_ms, r.updated_ms, r.completed_ms,
-                    r.result);
+                    r.result, r.holder);
   };
   return fields(*this) == fields(o);
 }

@@ -34,6 +34,11 @@ struct Record {
   int64_t updated_ms = 0;            // Last state change.
   int64_t completed_ms = 0;          // COMPLETED: when.
   std::string result;                // COMPLETED: stored result.
+  // The authenticated identity that took the newest claim (design.md §10);
+  // empty when the server runs without authentication. Only that identity
+  // may Complete, Release or Extend the claim, or have its token back from
+  // a repeated Claim.
+  std::string holder;
 
   bool operator==(const Record& other) const;
 };

@@ -5,7 +5,8 @@
 namespace dedup::storage {
 namespace {
 
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion1 = 1;
+constexpr uint8_t kVersion2 = 2;  // Version 1 and a holder.
 
 void PutFixed(std::string* out, uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(value >> (8 * i)));
@@ -67,8 +68,8 @@ class Reader {
 
 std::string EncodeRecord(const Record& r) {
   std::string out;
-  out.reserve(64 + r.owner.size() + r.fingerprint.size() + r.result.size());
-  PutFixed(&out, kVersion, 1);
+  out.reserve(64 + r.owner.size() + r.fingerprint.size() + r.result.size() + r.holder.size());
+  PutFixed(&out, r.holder.empty() ? kVersion1 : kVersion2, 1);
   PutFixed(&out, static_cast<uint8_t>(r.state), 1);
   PutFixed(&out, r.token, 8);
   PutFixed(&out, static_cast<uint64_t>(r.lease_expires_ms), 8);
@@ -80,12 +81,14 @@ std::string EncodeRecord(const Record& r) {
   PutBytes(&out, r.owner);
   PutBytes(&out, r.fingerprint);
   PutBytes(&out, r.result);
+  if (!r.holder.empty()) PutBytes(&out, r.holder);
   return out;
 }
 
 bool DecodeRecord(absl::string_view value, Record* r) {
   Reader in(value);
-  if (in.Fixed(1) != kVersion) return false;
+  const uint64_t version = in.Fixed(1);
+  if (version != kVersion1 && version != kVersion2) return false;
   const uint64_t state = in.Fixed(1);
   if (state < static_cast<uint8_t>(State::kInProgress) ||
       state > static_cast<uint8_t>(State::kFailed)) {
@@ -102,6 +105,11 @@ bool DecodeRecord(absl::string_view value, Record* r) {
   r->owner = in.Bytes();
   r->fingerprint = in.Bytes();
   r->result = in.Bytes();
+  r->holder.clear();
+  if (version == kVersion2) {
+    r->holder = in.Bytes();
+    if (r->holder.empty()) return false;  // Version 2 is only written with a holder.
+  }
   return in.Done();
 }
 

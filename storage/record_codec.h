@@ -16,6 +16,11 @@ namespace dedup::storage {
 //   i64 retention_expires_ms | i64 created_ms | i64 updated_ms |
 //   i64 completed_ms | u32 attempts |
 //   varint len + owner | varint len + fingerprint | varint len + result
+//
+// Version 2 is version 1 followed by varint len + holder. A record without
+// a holder (a server without authentication) is written as version 1, so
+// such data directories stay byte for byte what older servers wrote and
+// can still be read by them.
 std::string EncodeRecord(const Record& record);
 
 // Parses a value written by EncodeRecord into `record` (leaving ns and key

@@ -517,5 +517,97 @@ TEST(LifecycleTest, QueryOfNothingReadsAbsent) {
   EXPECT_FALSE(t.write);
 }
 
+// --- Holders: the authenticated identity of a claim (design.md §10) ---
+
+// `op` made by `identity`.
+template <typename Op>
+Op By(Op op, const std::string& identity) {
+  op.identity = identity;
+  return op;
+}
+
+Record HeldBy(const std::string& identity, uint64_t token) {
+  Record r = InProgress("worker-a", token);
+  r.holder = identity;
+  return r;
+}
+
+TEST(LifecycleTest, AnAuthenticatedClaimRecordsItsIdentityAsTheHolder) {
+  FakeTokens tokens(100);
+  const Transition t = Decided(By(Claim(kKey, "worker-a"), "id-a"), std::nullopt, kNow, tokens);
+
+  ASSERT_TRUE(t.write);
+  EXPECT_EQ(t.stored.holder, "id-a");
+}
+
+TEST(LifecycleTest, ATakeoverMakesTheNewIdentityTheHolder) {
+  FakeTokens tokens(100);
+  const Transition t =
+      Decided(By(Claim(kKey, "worker-b"), "id-b"), HeldBy("id-a", 7), kNow + kLeaseMs, tokens);
+
+  EXPECT_EQ(t.result.outcome, Outcome::kAcquired);
+  EXPECT_TRUE(t.result.takeover);
+  EXPECT_EQ(t.stored.holder, "id-b");
+  EXPECT_EQ(t.stored.token, 100u);
+}
+
+TEST(LifecycleTest, ReentrantClaimNeedsTheHoldersIdentityAsWellAsItsOwner) {
+  FakeTokens tokens;
+  const Transition same =
+      Decided(By(Claim(kKey, "worker-a"), "id-a"), HeldBy("id-a", 7), kNow, tokens);
+  EXPECT_EQ(same.result.outcome, Outcome::kAcquired);
+  EXPECT_EQ(same.result.record.token, 7u);
+
+  const Transition other =
+      Decided(By(Claim(kKey, "worker-a"), "id-b"), HeldBy("id-a", 7), kNow, tokens);
+  EXPECT_EQ(other.result.outcome, Outcome::kInProgress);
+  EXPECT_FALSE(other.write);
+  EXPECT_EQ(tokens.calls(), 0);
+}
+
+TEST(LifecycleTest, AnotherIdentityWithTheHoldersTokenIsDeniedAndNothingIsWritten) {
+  const Record held = HeldBy("id-a", 7);
+  const Operation forged[] = {By(Complete(kKey, 7, "forged"), "id-b"), By(Release(kKey, 7), "id-b"),
+                              By(Extend(kKey, 7), "id-b")};
+  for (const Operation& op : forged) {
+    FakeTokens tokens;
+    absl::StatusOr<Transition> t = Decide(op, held, kNow, [&tokens] { return tokens.Next(); });
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kPermissionDenied) << t.status();
+  }
+  // Even once the lease lapsed: the token is still the newest one.
+  FakeTokens tokens;
+  absl::StatusOr<Transition> late = Decide(By(Complete(kKey, 7, "forged"), "id-b"), held,
+                                           kNow + kLeaseMs, [&tokens] { return tokens.Next(); });
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kPermissionDenied) << late.status();
+}
+
+TEST(LifecycleTest, TheHolderUsesItsTokenAsBefore) {
+  FakeTokens tokens;
+  const Transition t =
+      Decided(By(Complete(kKey, 7, "charged"), "id-a"), HeldBy("id-a", 7), kNow, tokens);
+  EXPECT_EQ(t.result.outcome, Outcome::kOk);
+  EXPECT_EQ(t.stored.holder, "id-a");
+}
+
+TEST(LifecycleTest, AnOlderTokenOfAnotherIdentityIsStillJustStale) {
+  // The normal end of a lost lease: the old worker learns it lost, as
+  // without authentication.
+  FakeTokens tokens;
+  const Transition t =
+      Decided(By(Complete(kKey, 6, "late"), "id-b"), HeldBy("id-a", 7), kNow, tokens);
+  EXPECT_EQ(t.result.outcome, Outcome::kStaleToken);
+}
+
+TEST(LifecycleTest, HoldersAreNotCheckedWithoutAuthenticationOrForClaimsTakenWithout) {
+  FakeTokens tokens;
+  const Transition unauthenticated =
+      Decided(Complete(kKey, 7, "charged"), HeldBy("id-a", 7), kNow, tokens);
+  EXPECT_EQ(unauthenticated.result.outcome, Outcome::kOk);
+
+  const Transition no_holder =
+      Decided(By(Complete(kKey, 7, "charged"), "id-b"), HeldBy("", 7), kNow, tokens);
+  EXPECT_EQ(no_holder.result.outcome, Outcome::kOk);
+}
+
 }  // namespace
 }  // namespace dedup::storage

@@ -120,6 +120,45 @@ TEST(RecordCodecTest, EncodesTheDocumentedVersionOneLayout) {
   EXPECT_EQ(EncodeRecord(r), expected);
 }
 
+TEST(RecordCodecTest, WritesAHolderAsVersionTwoWithTheHolderAppended) {
+  Record r = FullRecord();
+  const std::string version_one = EncodeRecord(r);
+  r.holder = "spiffe://payments/worker\0"s;
+
+  const std::string value = EncodeRecord(r);
+  ASSERT_EQ(value.size(), version_one.size() + 1 + r.holder.size());
+  EXPECT_EQ(value[0], '\x02');
+  EXPECT_EQ(value.substr(1, version_one.size() - 1), version_one.substr(1));
+  EXPECT_EQ(value.substr(version_one.size()), "\x19"s + r.holder);
+  EXPECT_EQ(Decoded(value), r);
+}
+
+TEST(RecordCodecTest, DecodingAVersionOneRecordClearsAStaleHolder) {
+  Record out;
+  out.holder = "left over";
+  ASSERT_TRUE(DecodeRecord(EncodeRecord(FullRecord()), &out));
+  EXPECT_EQ(out.holder, "");
+}
+
+TEST(RecordCodecTest, RejectsVersionTwoWithoutAHolder) {
+  std::string value = EncodeRecord(FullRecord());
+  value[0] = '\x02';
+  Record out;
+  EXPECT_FALSE(DecodeRecord(value, &out)) << "version 2 with nothing after the result";
+  EXPECT_FALSE(DecodeRecord(value + '\0', &out)) << "version 2 with an empty holder";
+}
+
+TEST(RecordCodecTest, RejectsEveryTruncationOfVersionTwo) {
+  Record r = FullRecord();
+  r.holder = "worker-identity";
+  const std::string value = EncodeRecord(r);
+  for (size_t size = 0; size < value.size(); ++size) {
+    Record out;
+    EXPECT_FALSE(DecodeRecord(value.substr(0, size), &out))
+        << "accepted the first " << size << " of " << value.size() << " bytes";
+  }
+}
+
 TEST(RecordCodecTest, RejectsEveryTruncation) {
   const std::string value = EncodeRecord(FullRecord());
   for (size_t size = 0; size < value.size(); ++size) {
@@ -137,7 +176,7 @@ TEST(RecordCodecTest, RejectsTrailingBytes) {
 }
 
 TEST(RecordCodecTest, RejectsUnknownVersion) {
-  for (char version : {'\x00', '\x02', '\xff'}) {
+  for (char version : {'\x00', '\x03', '\xff'}) {
     std::string value = EncodeRecord(FullRecord());
     value[0] = version;
     Record out;
