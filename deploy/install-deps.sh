@@ -12,7 +12,7 @@ set -euo pipefail
 build_packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev libgrpc-dev
-  librocksdb-dev libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev nlohmann-json3-dev
+  librocksdb-dev libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev nlohmann-json3-dev libssl-dev
   libgtest-dev libgmock-dev
 )
 # What the test suite runs besides the build: Python clients and checks,

@@ -43,6 +43,9 @@ void ApplyTransportLimits(const ServerLimits& limits, grpc::ServerBuilder* build
 absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSettings& settings,
                                                                 const storage::Clock* clock) {
   std::unique_ptr<DedupServer> server(new DedupServer());
+  absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(settings.auth);
+  if (!auth.ok()) return auth.status();
+  server->auth_ = std::move(*auth);
   storage::StoreOptions store_options = settings.store;
   if (clock != nullptr) store_options.clock = clock;
   absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::Store::Open(store_options);
@@ -58,8 +61,8 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
                                                  settings.cluster_nodes, settings.node_index);
   server->service_ = std::make_unique<DedupService>(
       server->store_.get(), server->pool_.get(), server->scan_pool_.get(), server->metrics_.get(),
-      shards, RequestTranslator(settings.policies, settings.max_key_bytes, shards),
-      settings.limits);
+      server->auth_.get(), shards,
+      RequestTranslator(settings.policies, settings.max_key_bytes, shards), settings.limits);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

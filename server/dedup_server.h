@@ -73,6 +73,7 @@ class DedupServer {
   std::atomic<bool> draining_{false};
   std::atomic<StorageHealth> storage_{StorageHealth::kHealthy};
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<WorkerPool> scan_pool_;

@@ -24,12 +24,14 @@ absl::Status CheckBatchSize(const v1::BatchRequest& request) {
 }
 
 DedupService::DedupService(storage::Store* store, WorkerPool* pool, WorkerPool* scan_pool,
-                           Metrics* metrics, std::shared_ptr<const ShardMap> shards,
-                           RequestTranslator translator, const ServerLimits& limits)
+                           Metrics* metrics, Authorizer* auth,
+                           std::shared_ptr<const ShardMap> shards, RequestTranslator translator,
+                           const ServerLimits& limits)
     : store_(store),
       pool_(pool),
       scan_pool_(scan_pool),
       metrics_(metrics),
+      auth_(auth),
       shards_(std::move(shards)),
       translator_(std::move(translator)),
       limits_(limits) {}
@@ -69,14 +71,34 @@ grpc::Status DedupService::SubmitScan(std::function<void()> task) {
   return SubmitTo(scan_pool_, std::move(task));
 }
 
+absl::StatusOr<Caller> DedupService::Authenticate(const grpc::CallbackServerContext& context,
+                                                  absl::string_view ns) {
+  absl::StatusOr<Caller> caller = auth_->Authenticate(context);
+  if (!caller.ok()) metrics_->RecordDenied(ns, DenyReason::kUnauthenticated);
+  return caller;
+}
+
+absl::Status DedupService::Authorize(const Caller& caller, absl::string_view ns, Role role) {
+  absl::Status allowed = auth_->Authorize(caller, ns, role);
+  if (!allowed.ok()) metrics_->RecordDenied(ns, DenyReason::kNoGrant);
+  return allowed;
+}
+
 grpc::ServerUnaryReactor* DedupService::Topology(grpc::CallbackServerContext* context,
                                                  const v1::TopologyRequest* /*request*/,
                                                  v1::TopologyResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<Caller> caller = Authenticate(*context, "");
+  absl::Status allowed = caller.ok() ? auth_->AuthorizeAny(*caller) : caller.status();
+  if (!allowed.ok()) {
+    if (caller.ok()) metrics_->RecordDenied("", DenyReason::kNoGrant);
+    reactor->Finish(ToGrpcStatus(allowed));
+    return reactor;
+  }
   response->set_shard_count(shards_->shard_count());
   for (const std::string& node : shards_->nodes()) response->add_nodes(node);
   response->set_node_index(shards_->self());
   response->set_version(shards_->version());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -88,7 +110,13 @@ void DedupService::RecordRequest(Method method, absl::string_view ns, RequestSta
   metrics_->RequestFinished();
 }
 
-void DedupService::NoteResult(const storage::Operation& op, const storage::OpResult& result) {
+void DedupService::NoteResult(const storage::Operation& op,
+                              const absl::StatusOr<storage::OpResult>& answer) {
+  if (answer.status().code() == absl::StatusCode::kPermissionDenied) {
+    metrics_->RecordDenied(storage::OpNamespace(op), DenyReason::kNotHolder);
+  }
+  if (!answer.ok()) return;
+  const storage::OpResult& result = *answer;
   metrics_->RecordOperation(op, result);
   if (!result.takeover && !result.poisoned) return;
   const storage::Record& record = result.record;
@@ -115,21 +143,27 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
     RecordRequest(method, request->namespace_(), start, status);
     reactor->Finish(status);
   };
+  absl::StatusOr<Caller> caller = Authenticate(*context, request->namespace_());
+  absl::Status allowed =
+      caller.ok() ? Authorize(*caller, request->namespace_(), Role::kClaim) : caller.status();
+  if (!allowed.ok()) {
+    finish(ToGrpcStatus(allowed));
+    return reactor;
+  }
   absl::StatusOr<storage::Operation> op = translator_.Translate(*request);
   if (!op.ok()) {
     finish(ToGrpcStatus(op.status()));
     return reactor;
   }
+  storage::SetIdentity(&*op, caller->identity);
   const grpc::Status queued = Submit([this, context, response, fill, finish, op = std::move(*op)] {
     if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
       finish(abandoned);  // Nobody waits for the answer: storage is spared.
       return;
     }
     absl::StatusOr<storage::OpResult> result = store_->Apply(op);
-    if (result.ok()) {
-      NoteResult(op, *result);
-      fill(*result, response);
-    }
+    NoteResult(op, result);
+    if (result.ok()) fill(*result, response);
     finish(ToGrpcStatus(result.status()));
   });
   if (!queued.ok()) finish(queued);
@@ -176,24 +210,26 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
     RecordRequest(Method::kBatch, ns, start, status);
     reactor->Finish(status);
   };
-  absl::Status size = CheckBatchSize(*request);
-  if (!size.ok()) {
-    finish("", ToGrpcStatus(size));
+  absl::StatusOr<Caller> caller = Authenticate(*context, "");
+  absl::Status admitted = caller.ok() ? CheckBatchSize(*request) : caller.status();
+  if (!admitted.ok()) {
+    finish("", ToGrpcStatus(admitted));
     return reactor;
   }
-  const grpc::Status queued = Submit([this, context, request, response, finish] {
-    if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
-      finish("", abandoned);
-      return;
-    }
-    const std::string ns = ExecuteBatch(*request, response);
-    finish(ns, grpc::Status::OK);
-  });
+  const grpc::Status queued =
+      Submit([this, context, request, response, finish, caller = *std::move(caller)] {
+        if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
+          finish("", abandoned);
+          return;
+        }
+        const std::string ns = ExecuteBatch(*request, caller, response);
+        finish(ns, grpc::Status::OK);
+      });
   if (!queued.ok()) finish("", queued);
   return reactor;
 }
 
-std::string DedupService::ExecuteBatch(const v1::BatchRequest& request,
+std::string DedupService::ExecuteBatch(const v1::BatchRequest& request, const Caller& caller,
                                        v1::BatchResponse* response) {
   const int n = request.operations_size();
   response->set_batch_id(request.batch_id());
@@ -203,8 +239,17 @@ std::string DedupService::ExecuteBatch(const v1::BatchRequest& request,
   valid.reserve(n);
   positions.reserve(n);
   for (int i = 0; i < n; ++i) {
+    const v1::Operation& item = request.operations(i);
+    absl::Status allowed = item.op_case() == v1::Operation::OP_NOT_SET
+                               ? absl::OkStatus()  // Translate answers INVALID_ARGUMENT.
+                               : Authorize(caller, OperationNamespace(item), Role::kClaim);
+    if (!allowed.ok()) {
+      results[i] = allowed;
+      continue;
+    }
     absl::StatusOr<storage::Operation> op = translator_.Translate(request.operations(i));
     if (op.ok()) {
+      storage::SetIdentity(&*op, caller.identity);
       valid.push_back(std::move(*op));
       positions.push_back(i);
     } else {
@@ -215,7 +260,7 @@ std::string DedupService::ExecuteBatch(const v1::BatchRequest& request,
     std::vector<absl::StatusOr<storage::OpResult>> applied =
         store_->Apply(valid, limits_.max_batch_answer_bytes);
     for (size_t j = 0; j < applied.size(); ++j) {
-      if (applied[j].ok()) NoteResult(valid[j], *applied[j]);
+      NoteResult(valid[j], applied[j]);
       results[positions[j]] = std::move(applied[j]);
     }
   }
@@ -231,13 +276,16 @@ std::string DedupService::ExecuteBatch(const v1::BatchRequest& request,
 }
 
 grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse>* DedupService::Stream(
-    grpc::CallbackServerContext* /*context*/) {
-  return new StreamReactor(this);
+    grpc::CallbackServerContext* context) {
+  return new StreamReactor(this, Authenticate(*context, ""));
 }
 
-grpc::ServerWriteReactor<v1::Record>* DedupService::Scan(grpc::CallbackServerContext* /*context*/,
+grpc::ServerWriteReactor<v1::Record>* DedupService::Scan(grpc::CallbackServerContext* context,
                                                          const v1::ScanRequest* request) {
-  return new ScanReactor(this, *request);
+  absl::StatusOr<Caller> caller = Authenticate(*context, request->namespace_());
+  absl::Status allowed =
+      caller.ok() ? Authorize(*caller, request->namespace_(), Role::kAdmin) : caller.status();
+  return new ScanReactor(this, *request, ToGrpcStatus(allowed));
 }
 
 }  // namespace dedup::server

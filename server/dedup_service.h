@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dedup/v1/dedup.grpc.pb.h"
+#include "server/authorization.h"
 #include "server/limits.h"
 #include "server/metrics.h"
 #include "server/request_translator.h"
@@ -26,10 +27,11 @@ absl::Status CheckBatchSize(const v1::BatchRequest& request);
 // parallel.
 class DedupService final : public v1::Dedup::CallbackService {
  public:
-  // `store`, `pool`, `scan_pool` and `metrics` must outlive the service.
+  // `store`, `pool`, `scan_pool`, `metrics` and `auth` must outlive the
+  // service.
   DedupService(storage::Store* store, WorkerPool* pool, WorkerPool* scan_pool, Metrics* metrics,
-               std::shared_ptr<const ShardMap> shards, RequestTranslator translator,
-               const ServerLimits& limits);
+               Authorizer* auth, std::shared_ptr<const ShardMap> shards,
+               RequestTranslator translator, const ServerLimits& limits);
 
   grpc::ServerUnaryReactor* Claim(grpc::CallbackServerContext* context,
                                   const v1::ClaimRequest* request,
@@ -57,12 +59,21 @@ class DedupService final : public v1::Dedup::CallbackService {
                                      const v1::TopologyRequest* request,
                                      v1::TopologyResponse* response) override;
 
-  // Runs one batch: each item validated and answered on its own, the valid
-  // ones applied to storage together, reads past max_batch_answer_bytes
-  // answered RESOURCE_EXHAUSTED. Blocks on storage; call it from a worker. Returns the namespace
-  // every valid item names, or empty when they name several (or none is valid), for the latency
-  // label.
-  std::string ExecuteBatch(const v1::BatchRequest& request, v1::BatchResponse* response);
+  // Runs one batch for `caller`: each item authorized, validated and
+  // answered on its own, the valid ones applied to storage together, reads
+  // past max_batch_answer_bytes answered RESOURCE_EXHAUSTED. Blocks on
+  // storage; call it from a worker. Returns the namespace every valid item
+  // names, or empty when they name several (or none is valid), for the
+  // latency label.
+  std::string ExecuteBatch(const v1::BatchRequest& request, const Caller& caller,
+                           v1::BatchResponse* response);
+
+  // The caller of `context`, or the status refusing the call; counts a
+  // refusal under `ns`.
+  absl::StatusOr<Caller> Authenticate(const grpc::CallbackServerContext& context,
+                                      absl::string_view ns);
+  // Authorizes `caller` for `role` on `ns`, counting a refusal.
+  absl::Status Authorize(const Caller& caller, absl::string_view ns, Role role);
 
   // Counts a finished RPC (latency from `start`, read from the steady
   // clock so that wall-clock steps do not distort it) and ends its
@@ -87,13 +98,14 @@ class DedupService final : public v1::Dedup::CallbackService {
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const Request* request,
                                   Response* response, Method method,
                                   void (*fill)(const storage::OpResult&, Response*));
-  // Metrics and notable-event logs of one storage answer.
-  void NoteResult(const storage::Operation& op, const storage::OpResult& result);
+  // Metrics and notable-event logs of one storage answer (or refusal).
+  void NoteResult(const storage::Operation& op, const absl::StatusOr<storage::OpResult>& result);
 
   storage::Store* const store_;
   WorkerPool* const pool_;
   WorkerPool* const scan_pool_;
   Metrics* const metrics_;
+  Authorizer* const auth_;
   const std::shared_ptr<const ShardMap> shards_;
   const RequestTranslator translator_;
   const ServerLimits limits_;

@@ -85,6 +85,13 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
                     .Name("dedup_poisoned_total")
                     .Help("Keys that became FAILED after max_attempts acquisitions.")
                     .Register(*registry_)),
+      denied_(BuildCounter()
+                  .Name("dedup_auth_denied_total")
+                  .Help("Calls and Batch or Stream items refused by authorization, by namespace "
+                        "and reason: unauthenticated (no identity or an unknown bearer token), "
+                        "no_grant (the identity lacks the role), not_holder (a token of a claim "
+                        "another identity holds).")
+                  .Register(*registry_)),
       requests_(BuildCounter()
                     .Name("dedup_requests_total")
                     .Help("RPCs finished, by method and gRPC status code.")
@@ -215,10 +222,22 @@ void Metrics::RecordOperation(const storage::Operation& op, const storage::OpRes
   if (result.takeover) s->takeovers->Increment();
 }
 
+void Metrics::RecordDenied(absl::string_view ns, DenyReason reason) {
+  std::string label = kOther;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (series_.contains(ns)) label = std::string(ns);
+  }
+  // Family::Add returns the existing series for the same labels; denials
+  // are rare enough that the lookup costs nothing that matters.
+  denied_.Add({{"namespace", label}, {"reason", DenyReasonName(reason)}}).Increment();
+}
+
 void Metrics::RecordRequest(Method method, absl::string_view ns, absl::Duration latency,
                             grpc::StatusCode code) {
   const bool refused =
-      code == grpc::StatusCode::INVALID_ARGUMENT || code == grpc::StatusCode::NOT_FOUND;
+      code == grpc::StatusCode::INVALID_ARGUMENT || code == grpc::StatusCode::NOT_FOUND ||
+      code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::PERMISSION_DENIED;
   const int m = static_cast<int>(method);
   prometheus::Histogram* histogram = nullptr;
   if (!refused && ns.empty()) histogram = mixed_latency_[m];

@@ -21,6 +21,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/authorization.h"
 #include "server/proto_mapping.h"
 #include "server/status_convert.h"
 #include "storage/operation.h"
@@ -56,11 +57,17 @@ class Metrics {
   // Counts the answer to one storage operation.
   void RecordOperation(const storage::Operation& op, const storage::OpResult& result);
 
+  // One call or item refused by authorization. `ns` is labelled as the
+  // request metrics label it when it already has a label, and "other"
+  // otherwise: refused callers never make labels.
+  void RecordDenied(absl::string_view ns, DenyReason reason);
+
   // One finished RPC (a Batch or Stream message counts once, its items in
   // RecordOperation), with its gRPC status code. `ns` labels the latency:
   // the request's namespace, or empty for a Batch or Stream message that
   // spans several (namespace="mixed"). A request refused for its input or
-  // its namespace (INVALID_ARGUMENT, NOT_FOUND) is labelled "other", so
+  // its namespace (INVALID_ARGUMENT, NOT_FOUND) or by authorization
+  // (UNAUTHENTICATED, PERMISSION_DENIED) is labelled "other", so
   // that junk namespaces never take a label.
   void RecordRequest(Method method, absl::string_view ns, absl::Duration latency,
                      grpc::StatusCode code);
@@ -101,6 +108,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& stale_tokens_;
   prometheus::Family<prometheus::Counter>& mismatches_;
   prometheus::Family<prometheus::Counter>& poisoned_;
+  prometheus::Family<prometheus::Counter>& denied_;
   prometheus::Family<prometheus::Counter>& requests_;
   std::array<std::array<std::atomic<prometheus::Counter*>, kGrpcCodeCount>, kMethodCount>
       requests_by_code_{};

@@ -163,4 +163,23 @@ absl::StatusOr<storage::Operation> RequestTranslator::Translate(
   return absl::InvalidArgumentError("op: must be one of claim, complete, release, extend, query");
 }
 
+const std::string& OperationNamespace(const v1::Operation& operation) {
+  static const std::string* const kNone = new std::string();
+  switch (operation.op_case()) {
+    case v1::Operation::kClaim:
+      return operation.claim().namespace_();
+    case v1::Operation::kComplete:
+      return operation.complete().namespace_();
+    case v1::Operation::kRelease:
+      return operation.release().namespace_();
+    case v1::Operation::kExtend:
+      return operation.extend().namespace_();
+    case v1::Operation::kQuery:
+      return operation.query().namespace_();
+    case v1::Operation::OP_NOT_SET:
+      break;
+  }
+  return *kNone;
+}
+
 }  // namespace dedup::server

@@ -48,6 +48,9 @@ class RequestTranslator {
   const std::shared_ptr<const ShardMap> shards_;
 };
 
+// The namespace a Batch item names; empty when it holds no operation.
+const std::string& OperationNamespace(const v1::Operation& operation);
+
 }  // namespace dedup::server
 
 #endif  // DEDUP_SERVER_REQUEST_TRANSLATOR_H_

@@ -7,9 +7,14 @@
 
 namespace dedup::server {
 
-ScanReactor::ScanReactor(DedupService* service, const v1::ScanRequest& request)
+ScanReactor::ScanReactor(DedupService* service, const v1::ScanRequest& request,
+                         const grpc::Status& admission)
     : service_(service), ns_(request.namespace_()), limit_(request.limit()) {
   service_->metrics()->RequestStarted();
+  if (!admission.ok()) {
+    Done(admission);
+    return;
+  }
   absl::StatusOr<const Policy*> policy = service_->translator().Resolve(request.namespace_());
   absl::StatusOr<storage::State> state = StateFilterFromProto(request.state());
   absl::Status invalid = !policy.ok() ? policy.status() : state.status();

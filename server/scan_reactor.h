@@ -24,7 +24,9 @@ class ScanReactor final : public grpc::ServerWriteReactor<v1::Record> {
  public:
   static constexpr size_t kPageSize = 256;
 
-  ScanReactor(DedupService* service, const v1::ScanRequest& request);
+  // Scans as `request` asks, or finishes at once with `admission` when it
+  // is an error (a caller refused by authorization).
+  ScanReactor(DedupService* service, const v1::ScanRequest& request, const grpc::Status& admission);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override { cancelled_ = true; }

@@ -191,6 +191,53 @@ absl::Status ResolveTransport(const v1::ServerConfig& config, ServerSettings* se
   return absl::OkStatus();
 }
 
+absl::Status ResolveAuth(const v1::AuthConfig& in, AuthSettings* out) {
+  out->tokens_file = in.tokens_file();
+  absl::Status s = ParseDurationField(in.refresh_interval(), out->refresh_interval_ms, 100,
+                                      "auth.refresh_interval", &out->refresh_interval_ms);
+  if (!s.ok()) return s;
+  for (int i = 0; i < in.grants_size(); ++i) {
+    const v1::GrantConfig& g = in.grants(i);
+    const std::string field = absl::StrCat("auth.grants[", i, "]");
+    Grant grant;
+    grant.identity = g.identity();
+    if (grant.identity.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".identity: empty"));
+    }
+    if (g.namespaces().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".namespaces: name at least one namespace, or \"*\" for all"));
+    }
+    for (int j = 0; j < g.namespaces_size(); ++j) {
+      if (g.namespaces(j) == "*") continue;
+      s = ValidateNamespaceName(g.namespaces(j), absl::StrCat(field, ".namespaces[", j, "]"));
+      if (!s.ok()) return s;
+    }
+    grant.namespaces.assign(g.namespaces().begin(), g.namespaces().end());
+    if (g.roles().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".roles: name at least one of \"claim\", \"admin\""));
+    }
+    for (int j = 0; j < g.roles_size(); ++j) {
+      if (g.roles(j) == "claim") {
+        grant.claim = true;
+      } else if (g.roles(j) == "admin") {
+        grant.admin = true;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".roles[", j, "]: must be \"claim\" or \"admin\", got \"", g.roles(j), "\""));
+      }
+    }
+    out->grants.push_back(std::move(grant));
+  }
+  if (!out->tokens_file.empty() && out->grants.empty()) {
+    return absl::InvalidArgumentError(
+        "auth.tokens_file: set without auth.grants; grants decide what an identity may do, and "
+        "without any every caller may do everything");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ResolveCluster(const v1::ClusterConfig& cluster, ServerSettings* settings) {
   settings->cluster_nodes.assign(cluster.nodes().begin(), cluster.nodes().end());
   settings->node_index = cluster.node_index();
@@ -274,6 +321,8 @@ absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config) {
   if (!s.ok()) return s;
   s = ResolveTransport(config, &settings);
   if (!s.ok()) return s;
+  s = ResolveAuth(config.auth(), &settings.auth);
+  if (!s.ok()) return s;
   s = ResolveCluster(config.cluster(), &settings);
   if (!s.ok()) return s;
   s = ResolveStorage(config, &settings.store);
@@ -311,6 +360,8 @@ std::string DescribeSettings(const ServerSettings& s) {
       : s.tls.enabled()      ? "tls"
       : s.insecure_plaintext ? "plaintext-insecure"
                              : "plaintext-loopback",
+      " auth=",
+      s.auth.enabled() ? absl::StrCat(s.auth.grants.size(), "-grants") : std::string("off"),
       " data_dir=", s.store.path, " shards=",
       s.store.shards == 0 ? std::string("existing-or-16") : absl::StrCat(s.store.shards),
       " durability=", s.store.durability == storage::Durability::kFsync ? "fsync" : "buffered",

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "dedup/v1/server_config.pb.h"
+#include "server/authorization.h"
 #include "server/limits.h"
 #include "server/namespace_policy.h"
 #include "server/transport_security.h"
@@ -31,6 +32,7 @@ struct ServerSettings {
   TlsSettings tls;
   // Plaintext on a non-loopback `listen`, acknowledged by --insecure.
   bool insecure_plaintext = false;
+  AuthSettings auth;
   storage::StoreOptions store;  // clock left at the system clock.
   std::shared_ptr<const PolicyTable> policies;
 };

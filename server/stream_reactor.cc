@@ -7,10 +7,19 @@
 
 namespace dedup::server {
 
-StreamReactor::StreamReactor(DedupService* service)
+StreamReactor::StreamReactor(DedupService* service, absl::StatusOr<Caller> caller)
     : service_(service),
       max_batches_(service->limits().max_stream_batches),
       max_answer_bytes_(service->limits().max_stream_answer_bytes) {
+  if (!caller.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      finished_ = true;
+    }
+    Finish(ToGrpcStatus(caller.status()));
+    return;
+  }
+  caller_ = *std::move(caller);
   StartRead(&request_);
 }
 
@@ -59,7 +68,7 @@ void StreamReactor::OnReadDone(bool ok) {
   service_->metrics()->RequestStarted();
   const grpc::Status queued = service_->Submit([this, start, request = std::move(request)] {
     v1::BatchResponse response;
-    const std::string ns = service_->ExecuteBatch(request, &response);
+    const std::string ns = service_->ExecuteBatch(request, caller_, &response);
     service_->RecordRequest(Method::kStream, ns, start, grpc::Status::OK);
     Answer(std::move(response));
   });

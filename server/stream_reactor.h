@@ -7,6 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "dedup/v1/dedup.grpc.pb.h"
+#include "server/authorization.h"
 
 namespace dedup::server {
 
@@ -23,7 +24,8 @@ class DedupService;
 // only once no batch is running.
 class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse> {
  public:
-  explicit StreamReactor(DedupService* service);
+  // Serves `caller`; when it is an error, finishes the call with it at once.
+  StreamReactor(DedupService* service, absl::StatusOr<Caller> caller);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -45,6 +47,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
   DedupService* const service_;
   const uint32_t max_batches_;
   const uint64_t max_answer_bytes_;
+  Caller caller_;
   v1::BatchRequest request_;  // Owned by the outstanding read.
 
   absl::Mutex mu_;

@@ -42,6 +42,9 @@ Global options (before or after the command):
   --tls_ca=FILE         connect over TLS, verifying dedupd against this CA bundle
   --tls_cert=FILE       with --tls_key: this client's certificate, for mutual TLS
   --tls_key=FILE        its private key
+  --bearer_token_file=FILE
+                        over TLS, authenticate with the bearer token on this
+                        file's first line (for servers with auth grants)
   --json                print the response as JSON (bytes fields in base64)
   --help                this text; `dedupctl COMMAND --help` for one command
   --version             print the version and exit
@@ -303,8 +306,8 @@ int RunCommand(client::Client& client, const Args& args, const CommandSpec& spec
 }
 
 // Options every command takes.
-const std::set<std::string> kGlobalOptions = {"endpoint", "timeout", "tls_ca", "tls_cert",
-                                              "tls_key"};
+const std::set<std::string> kGlobalOptions = {"endpoint", "timeout", "tls_ca",
+                                              "tls_cert", "tls_key", "bearer_token_file"};
 
 int Main(int argc, char** argv) {
   Args args = Parse(argc, argv);
@@ -351,6 +354,17 @@ int Main(int argc, char** argv) {
   if (!tls.ca.empty() || !tls.cert.empty() || !tls.key.empty()) {
     absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
         client::TlsCredentials(tls);
+    if (!credentials.ok()) UsageError(std::string(credentials.status().message()));
+    options.credentials = *credentials;
+  }
+  if (const std::string bearer = Option(args, "bearer_token_file"); !bearer.empty()) {
+    if (options.credentials == nullptr) {
+      UsageError(
+          "--bearer_token_file needs TLS (--tls_ca): a bearer token is never sent in "
+          "plaintext");
+    }
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        client::WithBearerTokenFile(options.credentials, bearer);
     if (!credentials.ok()) UsageError(std::string(credentials.status().message()));
     options.credentials = *credentials;
   }

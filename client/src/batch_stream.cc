@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dedup/client/grpc_status.h"
 
 namespace dedup::client {
 namespace {
@@ -121,9 +122,15 @@ void BatchStream::OnDone(const grpc::Status& status) {
     stranded = std::move(in_flight_);
     in_flight_.clear();
   }
-  const absl::Status error = absl::UnavailableError(
-      absl::StrCat("stream to dedupd ended before the answer: ", status.error_message(), " (code ",
-                   static_cast<int>(status.error_code()), ")"));
+  // A caller the server does not accept is told so: retrying cannot help.
+  // Any other end may have come from the connection, and is retried.
+  const bool refused = status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+                       status.error_code() == grpc::StatusCode::PERMISSION_DENIED;
+  const absl::Status error =
+      refused ? FromGrpc(status)
+              : absl::UnavailableError(absl::StrCat(
+                    "stream to dedupd ended before the answer: ", status.error_message(), " (code ",
+                    static_cast<int>(status.error_code()), ")"));
   for (auto& [id, waiters] : stranded) {
     for (auto& waiter : waiters) waiter->Fire(error);
   }

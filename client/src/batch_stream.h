@@ -18,8 +18,9 @@ namespace dedup::client {
 
 // One open Dedup.Stream call carrying many batches. Batches are written in
 // order, one write outstanding at a time; answers are matched by batch_id.
-// When the call ends for any reason, every batch still waiting is answered
-// UNAVAILABLE (the client retries those). Keeps itself alive until gRPC's
+// When the call ends, every batch still waiting is answered UNAVAILABLE
+// (the client retries those), or with the call's own status when the
+// server refused the caller (UNAUTHENTICATED, PERMISSION_DENIED). Keeps itself alive until gRPC's
 // OnDone; holders keep a shared_ptr. Thread-safe.
 class BatchStream final : public grpc::ClientBidiReactor<v1::BatchRequest, v1::BatchResponse>,
                           public std::enable_shared_from_this<BatchStream> {

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace dedup::client {
@@ -33,6 +34,21 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentials(const T
   s.Update(ReadPem(files.key, "key", &options.pem_private_key));
   if (!s.ok()) return s;
   return grpc::SslCredentials(options);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> WithBearerTokenFile(
+    std::shared_ptr<grpc::ChannelCredentials> tls, const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot read the bearer token '", path, "'"));
+  }
+  const std::string token(absl::StripAsciiWhitespace(line));
+  if (token.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the bearer token file '", path, "' starts with an empty line"));
+  }
+  return grpc::CompositeChannelCredentials(std::move(tls), grpc::AccessTokenCredentials(token));
 }
 
 }  // namespace dedup::client

@@ -103,5 +103,52 @@ TEST(ServerSettingsTest, TlsNeedsCertAndKeyTogetherAndAllowsAnyAddress) {
   EXPECT_FALSE(settings->insecure_plaintext);
 }
 
+TEST(ServerSettingsTest, AuthIsOffWithoutGrantsAndEachGrantIsChecked) {
+  absl::StatusOr<ServerSettings> off = Resolve("");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->auth.enabled());
+
+  absl::StatusOr<ServerSettings> on =
+      Resolve(R"pb(auth {
+                     tokens_file: "tokens"
+                     refresh_interval: "2s"
+                     grants {
+                       identity: "spiffe://prod/a"
+                       namespaces: "payments"
+                       namespaces: "refunds"
+                       roles: "claim"
+                     }
+                     grants { identity: "ops" namespaces: "*" roles: "admin" roles: "claim" }
+                   })pb");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->auth.enabled());
+  EXPECT_EQ(on->auth.tokens_file, "tokens");
+  EXPECT_EQ(on->auth.refresh_interval_ms, 2000);
+  ASSERT_EQ(on->auth.grants.size(), 2u);
+  EXPECT_EQ(on->auth.grants[0].namespaces, (std::vector<std::string>{"payments", "refunds"}));
+  EXPECT_TRUE(on->auth.grants[0].claim);
+  EXPECT_FALSE(on->auth.grants[0].admin);
+  EXPECT_TRUE(on->auth.grants[1].claim && on->auth.grants[1].admin);
+
+  const struct {
+    const char* config;
+    const char* error;
+  } kRefused[] = {
+      {"auth { grants { namespaces: '*' roles: 'claim' } }", "auth.grants[0].identity: empty"},
+      {"auth { grants { identity: 'a' roles: 'claim' } }", "auth.grants[0].namespaces: name at"},
+      {"auth { grants { identity: 'a' namespaces: 'Bad NS' roles: 'claim' } }",
+       "auth.grants[0].namespaces[0]"},
+      {"auth { grants { identity: 'a' namespaces: '*' } }", "auth.grants[0].roles: name at"},
+      {"auth { grants { identity: 'a' namespaces: '*' roles: 'write' } }",
+       "auth.grants[0].roles[0]: must be \"claim\" or \"admin\", got \"write\""},
+      {"auth { tokens_file: 'tokens' }", "auth.tokens_file: set without auth.grants"},
+  };
+  for (const auto& refused : kRefused) {
+    absl::StatusOr<ServerSettings> settings = Resolve(refused.config);
+    EXPECT_EQ(settings.status().code(), absl::StatusCode::kInvalidArgument) << refused.config;
+    EXPECT_THAT(settings.status().message(), HasSubstr(refused.error)) << refused.config;
+  }
+}
+
 }  // namespace
 }  // namespace dedup::server

@@ -51,7 +51,7 @@ void TestCerts::MakeCert(const std::string& ca, const std::string& name, const s
   RunShell(absl::StrCat(
       "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=", name,
       " -keyout ", Key(name), " -out ", csr));
-  std::ofstream(ext) << "subjectAltName=" << san << "\n";
+  std::ofstream(ext) << (san.empty() ? "" : "subjectAltName=" + san) << "\n";
   RunShell(absl::StrCat("openssl x509 -req -in ", csr, " -CA ", Pem(ca), " -CAkey ", Key(ca),
                         " -CAcreateserial -days 2 -extfile ", ext, " -out ", Pem(name)));
 }

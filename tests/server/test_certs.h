@@ -18,6 +18,10 @@ class TestCerts {
   // the current test if openssl does.
   TestCerts();
 
+  // Makes a client certificate NAME of ca with subject alternative names
+  // `san` (openssl syntax, e.g. "URI:spiffe://test/x"; empty: none).
+  void AddClient(const std::string& name, const std::string& san) { MakeCert("ca", name, san); }
+
   // NAME.pem and NAME.key in the directory.
   std::string Pem(const std::string& name) const { return dir_.Sub(name + ".pem"); }
   std::string Key(const std::string& name) const { return dir_.Sub(name + ".key"); }

@@ -25,6 +25,15 @@ struct TlsFiles {
 // file that cannot be read.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentials(const TlsFiles& files);
 
+// `tls` (from TlsCredentials) also presenting a bearer token on every call,
+// as "authorization: Bearer TOKEN", for a server that authenticates callers
+// by token (design.md §10). The token is the first line of the file at
+// `path`, read now: a rotated token needs a new Client. gRPC sends it only
+// over TLS. FAILED_PRECONDITION when the file cannot be read or its first
+// line is empty.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> WithBearerTokenFile(
+    std::shared_ptr<grpc::ChannelCredentials> tls, const std::string& path);
+
 }  // namespace dedup::client
 
 #endif  // DEDUP_CLIENT_TLS_H_

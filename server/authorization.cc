@@ -1,0 +1,233 @@
+#include "server/authorization.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "grpc/grpc_security_constants.h"
+#include "openssl/evp.h"
+#include "spdlog/spdlog.h"
+
+namespace dedup::server {
+namespace {
+
+constexpr char kDigestPrefix[] = "sha256:";
+constexpr size_t kDigestHexChars = 64;
+
+bool IsLowerHex(absl::string_view text) {
+  for (char c : text) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && (c < 'a' || c > 'f')) return false;
+  }
+  return true;
+}
+
+// The first value of `property`, or empty.
+std::string FirstValue(const grpc::AuthContext& auth, const char* property) {
+  const std::vector<grpc::string_ref> values = auth.FindPropertyValues(property);
+  if (values.empty()) return "";
+  return std::string(values.front().data(), values.front().size());
+}
+
+// The token of an "authorization: Bearer TOKEN" header; nullopt when the
+// call sends no authorization header, empty when it sends another scheme.
+std::optional<std::string> BearerToken(const grpc::ServerContextBase& context) {
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  if (it == metadata.end()) return std::nullopt;
+  absl::string_view value(it->second.data(), it->second.size());
+  value = absl::StripAsciiWhitespace(value);
+  if (value.size() < 7 || !absl::EqualsIgnoreCase(value.substr(0, 7), "bearer ")) {
+    return std::string();
+  }
+  return std::string(absl::StripLeadingAsciiWhitespace(value.substr(7)));
+}
+
+}  // namespace
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kClaim:
+      return "claim";
+    case Role::kAdmin:
+      return "admin";
+  }
+  return "unknown";
+}
+
+const char* DenyReasonName(DenyReason reason) {
+  switch (reason) {
+    case DenyReason::kUnauthenticated:
+      return "unauthenticated";
+    case DenyReason::kNoGrant:
+      return "no_grant";
+    case DenyReason::kNotHolder:
+      return "not_holder";
+  }
+  return "unknown";
+}
+
+std::string Sha256Hex(absl::string_view bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * length);
+  for (unsigned int i = 0; i < length; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 0xf]);
+  }
+  return out;
+}
+
+absl::StatusOr<TokenTable> ParseTokens(absl::string_view text, absl::string_view path) {
+  TokenTable table;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    line = line.substr(0, line.find('#'));
+    std::vector<absl::string_view> fields =
+        absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+    if (fields.empty()) continue;
+    auto error = [&](absl::string_view what) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokens file ", path, " line ", line_number, ": ", what));
+    };
+    if (fields.size() != 2) return error("expected \"IDENTITY sha256:HEX\"");
+    absl::string_view digest = fields[1];
+    if (!absl::ConsumePrefix(&digest, kDigestPrefix) || digest.size() != kDigestHexChars ||
+        !IsLowerHex(absl::AsciiStrToLower(digest))) {
+      return error(
+          "the token must be given as sha256: and the 64 hex digits of its SHA-256 (e.g. "
+          "printf %s \"$TOKEN\" | sha256sum), never in the clear");
+    }
+    if (!table.emplace(absl::AsciiStrToLower(digest), std::string(fields[0])).second) {
+      return error("the same token is listed twice");
+    }
+  }
+  return table;
+}
+
+std::string CertificateIdentity(const grpc::AuthContext& auth) {
+  if (!auth.IsPeerAuthenticated()) return "";
+  std::string identity = FirstValue(auth, GRPC_PEER_URI_PROPERTY_NAME);
+  if (identity.empty()) identity = FirstValue(auth, GRPC_PEER_DNS_PROPERTY_NAME);
+  return identity;
+}
+
+Authorizer::Authorizer(const AuthSettings& settings)
+    : settings_(settings), tokens_(std::make_shared<TokenTable>()) {
+  for (const Grant& grant : settings_.grants) grants_[grant.identity].push_back(&grant);
+}
+
+absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::Create(const AuthSettings& settings) {
+  std::unique_ptr<Authorizer> authorizer(new Authorizer(settings));
+  if (!settings.tokens_file.empty()) {
+    absl::MutexLock lock(&authorizer->mu_);
+    absl::Status loaded = authorizer->LoadTokens(FileStamp());
+    if (!loaded.ok()) return loaded;
+  }
+  return authorizer;
+}
+
+absl::Status Authorizer::LoadTokens(const FileStamp& stamp) {
+  std::ifstream in(settings_.tokens_file);
+  std::stringstream text;
+  if (in) text << in.rdbuf();
+  if (!in) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("auth.tokens_file: cannot read '", settings_.tokens_file, "'"));
+  }
+  absl::StatusOr<TokenTable> table = ParseTokens(text.str(), settings_.tokens_file);
+  if (!table.ok()) return table.status();
+  tokens_ = std::make_shared<const TokenTable>(*std::move(table));
+  stamp_ = stamp;
+  return absl::OkStatus();
+}
+
+void Authorizer::MaybeReloadTokens() {
+  if (settings_.tokens_file.empty()) return;
+  const auto now = std::chrono::steady_clock::now();
+  absl::MutexLock lock(&mu_);
+  if (now < next_check_) return;
+  next_check_ = now + std::chrono::milliseconds(settings_.refresh_interval_ms);
+  struct stat st;
+  FileStamp stamp;
+  if (::stat(settings_.tokens_file.c_str(), &st) == 0) {
+    stamp.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    stamp.size = st.st_size;
+    stamp.inode = st.st_ino;
+  }
+  if (stamp == stamp_) return;
+  absl::Status loaded = LoadTokens(stamp);
+  if (loaded.ok()) {
+    spdlog::info("auth: reloaded {} bearer token(s) from {}", tokens_->size(),
+                 settings_.tokens_file);
+  } else {
+    stamp_ = stamp;  // Logged once per change, not once per check.
+    spdlog::error("auth: keeping the {} bearer token(s) loaded before: {}", tokens_->size(),
+                  std::string(loaded.message()));
+  }
+}
+
+std::shared_ptr<const TokenTable> Authorizer::tokens() const {
+  absl::MutexLock lock(&mu_);
+  return tokens_;
+}
+
+absl::StatusOr<Caller> Authorizer::Authenticate(const grpc::ServerContextBase& context) {
+  if (!enabled()) return Caller();
+  if (std::optional<std::string> token = BearerToken(context)) {
+    if (token->empty()) {
+      return absl::UnauthenticatedError(
+          "the authorization header must be \"Bearer TOKEN\" with a non-empty token");
+    }
+    MaybeReloadTokens();
+    // Looked up by digest: the table never holds a token, and timing of
+    // the lookup tells nothing about the preimage of a digest.
+    const std::shared_ptr<const TokenTable> table = tokens();
+    const auto it = table->find(Sha256Hex(*token));
+    if (it == table->end()) return absl::UnauthenticatedError("bearer token not recognized");
+    return Caller{it->second};
+  }
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  std::string identity = auth != nullptr ? CertificateIdentity(*auth) : "";
+  if (identity.empty()) {
+    return absl::UnauthenticatedError(
+        "no identity: present a client certificate with a URI or DNS subject alternative name, "
+        "or a bearer token");
+  }
+  return Caller{std::move(identity)};
+}
+
+absl::Status Authorizer::Authorize(const Caller& caller, absl::string_view ns, Role role) const {
+  if (!enabled()) return absl::OkStatus();
+  const auto it = grants_.find(caller.identity);
+  if (it != grants_.end()) {
+    for (const Grant* grant : it->second) {
+      if (!(role == Role::kClaim ? grant->claim : grant->admin)) continue;
+      for (const std::string& granted : grant->namespaces) {
+        if (granted == "*" || granted == ns) return absl::OkStatus();
+      }
+    }
+  }
+  return absl::PermissionDeniedError(absl::StrCat("identity '", caller.identity, "' has no '",
+                                                  RoleName(role), "' grant on namespace '", ns,
+                                                  "'"));
+}
+
+absl::Status Authorizer::AuthorizeAny(const Caller& caller) const {
+  if (!enabled() || grants_.contains(caller.identity)) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat("identity '", caller.identity, "' has no grant on any namespace"));
+}
+
+}  // namespace dedup::server

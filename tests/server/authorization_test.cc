@@ -1,0 +1,438 @@
+// Authentication and per-namespace authorization (design.md §10): every RPC
+// against every kind of caller, with identities from client certificates
+// (mutual TLS) and from bearer tokens (server TLS); a claim that another
+// identity cannot complete, release or extend; the tokens file reloaded
+// when it changes; and the parts on their own (token digests, the file
+// format, certificate identities).
+
+#include "server/authorization.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "prometheus/metric_family.h"
+#include "tests/server/test_certs.h"
+#include "tests/server/test_server.h"
+
+namespace dedup::server::test {
+namespace {
+
+constexpr char kNs[] = "payments";
+
+// The callers of the matrix, by what they are granted.
+enum class Who { kNobody, kUngranted, kClaimer, kAdmin };
+
+const char* WhoName(Who who) {
+  switch (who) {
+    case Who::kNobody:
+      return "no identity";
+    case Who::kUngranted:
+      return "identity without grant";
+    case Who::kClaimer:
+      return "claim grant";
+    case Who::kAdmin:
+      return "admin grant";
+  }
+  return "?";
+}
+
+// How callers prove who they are.
+enum class Transport { kMutualTls, kBearerToken };
+
+// Bearer tokens of the test, and the file line of each.
+constexpr char kTokenA[] = "tok-worker-a-5a0c1f7e9b2d4c36";
+constexpr char kTokenB[] = "tok-worker-b-77e1d9a3c5f04b28";
+constexpr char kTokenOps[] = "tok-ops-0f3b8a61d2c94e57";
+constexpr char kTokenNobody[] = "tok-nobody-c41e95b7a6d8f203";
+
+std::string TokenLine(const std::string& identity, const std::string& token) {
+  return absl::StrCat(identity, " sha256:", Sha256Hex(token), "\n");
+}
+
+// Grants: worker-a and worker-b may claim in payments, ops is admin of
+// every namespace, nobody has no grant at all.
+constexpr char kGrants[] = R"pb(
+  grants { identity: "spiffe://test/worker-a" namespaces: "payments" roles: "claim" }
+  grants { identity: "spiffe://test/worker-b" namespaces: "payments" roles: "claim" }
+  grants { identity: "spiffe://test/ops" namespaces: "*" roles: "admin" }
+)pb";
+
+class AuthorizationTest : public ::testing::TestWithParam<Transport> {
+ protected:
+  void SetUp() override {
+    certs_.AddClient("worker-b", "URI:spiffe://test/worker-b");
+    certs_.AddClient("ops", "URI:spiffe://test/ops");
+    certs_.AddClient("nobody", "URI:spiffe://test/nobody");
+    certs_.AddClient("anonymous", "");
+    tokens_file_ = certs_.dir() + "/tokens";
+    std::ofstream(tokens_file_) << "# identity and the SHA-256 of its token\n"
+                                << TokenLine("spiffe://test/worker-a", kTokenA)
+                                << TokenLine("spiffe://test/worker-b", kTokenB)
+                                << TokenLine("spiffe://test/ops", kTokenOps)
+                                << TokenLine("spiffe://test/nobody", kTokenNobody);
+    const std::string tls = GetParam() == Transport::kMutualTls
+                                ? certs_.ServerTlsConfig()
+                                : absl::StrCat("tls { cert: '", certs_.Pem("server"), "' key: '",
+                                               certs_.Key("server"), "' }");
+    const std::string config = absl::StrCat("durability: 'buffered' namespaces { name: '", kNs,
+                                            "' } ", tls, " auth { tokens_file: '", tokens_file_,
+                                            "' refresh_interval: '100ms' ", kGrants, " }");
+    absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(config, nullptr);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+  }
+
+  // A stub for `who` over this test's transport, on a connection of its own.
+  std::unique_ptr<v1::Dedup::Stub> StubFor(Who who) {
+    static const char* const kCert[] = {"anonymous", "nobody", "client", "ops"};
+    static const char* const kToken[] = {"", kTokenNobody, kTokenA, kTokenOps};
+    const int i = static_cast<int>(who);
+    return GetParam() == Transport::kMutualTls ? StubWith(kCert[i], "") : StubWith("", kToken[i]);
+  }
+
+  // A stub presenting client certificate `cert` (mutual TLS) or bearer
+  // `token` (server TLS); either may be empty.
+  std::unique_ptr<v1::Dedup::Stub> StubWith(const std::string& cert, const std::string& token) {
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = ReadFile(certs_.Pem("ca"));
+    if (!cert.empty()) {
+      options.pem_private_key = ReadFile(certs_.Key(cert));
+      options.pem_cert_chain = ReadFile(certs_.Pem(cert));
+    }
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::SslCredentials(options);
+    if (!token.empty()) {
+      credentials =
+          grpc::CompositeChannelCredentials(credentials, grpc::AccessTokenCredentials(token));
+    }
+    grpc::ChannelArguments args;
+    args.SetInt("dedup.test.connection", ++connections_);
+    return v1::Dedup::NewStub(grpc::CreateCustomChannel(
+        absl::StrCat("127.0.0.1:", server_->server().port()), credentials, args));
+  }
+
+  // The stub of worker-a (claim in payments) and of worker-b (the same
+  // grant, another identity).
+  std::unique_ptr<v1::Dedup::Stub> WorkerA() {
+    return GetParam() == Transport::kMutualTls ? StubWith("client", "") : StubWith("", kTokenA);
+  }
+  std::unique_ptr<v1::Dedup::Stub> WorkerB() {
+    return GetParam() == Transport::kMutualTls ? StubWith("worker-b", "") : StubWith("", kTokenB);
+  }
+
+  // dedup_auth_denied_total for `ns` and `reason`.
+  double Denied(const std::string& ns, const std::string& reason) {
+    for (const prometheus::MetricFamily& family :
+         server_->server().metrics()->registry()->Collect()) {
+      if (family.name != "dedup_auth_denied_total") continue;
+      for (const prometheus::ClientMetric& metric : family.metric) {
+        int matched = 0;
+        for (const prometheus::ClientMetric::Label& label : metric.label) {
+          if ((label.name == "namespace" && label.value == ns) ||
+              (label.name == "reason" && label.value == reason)) {
+            ++matched;
+          }
+        }
+        if (matched == 2) return metric.counter.value;
+      }
+    }
+    return 0;
+  }
+
+  TestCerts certs_;
+  std::string tokens_file_;
+  std::unique_ptr<TestServer> server_;
+  int connections_ = 0;
+};
+
+// The status of each RPC for one caller. Batch and Stream carry one item,
+// whose own code is reported when the call itself succeeds.
+struct Codes {
+  grpc::StatusCode claim, complete, release, extend, query, batch_item, stream_item, scan, topology;
+};
+
+Codes CallEverything(v1::Dedup::Stub& stub, const std::string& key) {
+  Codes codes{};
+  {
+    v1::ClaimResponse response;
+    codes.claim =
+        stub.Claim(NewContext().get(), ClaimOf(kNs, key, "owner"), &response).error_code();
+  }
+  {
+    v1::CompleteResponse response;
+    codes.complete =
+        stub.Complete(NewContext().get(), CompleteOf(kNs, key + "-c", 1, "r"), &response)
+            .error_code();
+  }
+  {
+    v1::ReleaseResponse response;
+    codes.release =
+        stub.Release(NewContext().get(), ReleaseOf(kNs, key + "-r", 1), &response).error_code();
+  }
+  {
+    v1::ExtendResponse response;
+    codes.extend =
+        stub.Extend(NewContext().get(), ExtendOf(kNs, key + "-e", 1), &response).error_code();
+  }
+  {
+    v1::QueryResponse response;
+    codes.query = stub.Query(NewContext().get(), QueryOf(kNs, key), &response).error_code();
+  }
+  v1::BatchRequest batch;
+  *batch.add_operations() = Op(QueryOf(kNs, key));
+  {
+    v1::BatchResponse response;
+    const grpc::Status status = stub.Batch(NewContext().get(), batch, &response);
+    codes.batch_item = !status.ok() ? status.error_code()
+                       : response.results(0).has_error()
+                           ? static_cast<grpc::StatusCode>(response.results(0).error().code())
+                           : grpc::StatusCode::OK;
+  }
+  {
+    std::unique_ptr<grpc::ClientContext> context = NewContext();
+    auto stream = stub.Stream(context.get());
+    v1::BatchResponse response;
+    const bool answered = stream->Write(batch) && stream->Read(&response);
+    stream->WritesDone();
+    const grpc::Status status = stream->Finish();
+    codes.stream_item = !answered ? (status.ok() ? grpc::StatusCode::UNKNOWN : status.error_code())
+                        : response.results(0).has_error()
+                            ? static_cast<grpc::StatusCode>(response.results(0).error().code())
+                            : grpc::StatusCode::OK;
+  }
+  {
+    grpc::Status status;
+    ScanAll(stub, ScanOf(kNs), &status);
+    codes.scan = status.error_code();
+  }
+  {
+    v1::TopologyResponse response;
+    codes.topology =
+        stub.Topology(NewContext().get(), v1::TopologyRequest(), &response).error_code();
+  }
+  return codes;
+}
+
+TEST_P(AuthorizationTest, EachRpcGivesTheExactCodeForEachKindOfCaller) {
+  using grpc::StatusCode;
+  constexpr StatusCode U = StatusCode::UNAUTHENTICATED;
+  constexpr StatusCode D = StatusCode::PERMISSION_DENIED;
+  constexpr StatusCode K = StatusCode::OK;
+  const struct {
+    Who who;
+    Codes want;
+  } kMatrix[] = {
+      //                claim complete release extend query batch stream scan topology
+      {Who::kNobody, {U, U, U, U, U, U, U, U, U}},
+      {Who::kUngranted, {D, D, D, D, D, D, D, D, D}},
+      {Who::kClaimer, {K, K, K, K, K, K, K, D, K}},
+      {Who::kAdmin, {D, D, D, D, D, D, D, K, K}},
+  };
+  for (const auto& row : kMatrix) {
+    SCOPED_TRACE(WhoName(row.who));
+    const Codes got = CallEverything(*StubFor(row.who), absl::StrCat("key-", WhoName(row.who)));
+    EXPECT_EQ(got.claim, row.want.claim) << "Claim";
+    EXPECT_EQ(got.complete, row.want.complete) << "Complete";
+    EXPECT_EQ(got.release, row.want.release) << "Release";
+    EXPECT_EQ(got.extend, row.want.extend) << "Extend";
+    EXPECT_EQ(got.query, row.want.query) << "Query";
+    EXPECT_EQ(got.batch_item, row.want.batch_item) << "Batch";
+    EXPECT_EQ(got.stream_item, row.want.stream_item) << "Stream";
+    EXPECT_EQ(got.scan, row.want.scan) << "Scan";
+    EXPECT_EQ(got.topology, row.want.topology) << "Topology";
+  }
+  // Unary calls refused for want of a grant: Claim, Complete, Release,
+  // Extend, Query by both, and Scan by the claimer; Batch and Stream items
+  // by both.
+  EXPECT_EQ(Denied(kNs, "no_grant"), 2 * 5 + 2 * 2 + 2);
+}
+
+TEST_P(AuthorizationTest, DenialsNameTheIdentityTheNamespaceAndTheMissingGrant) {
+  v1::ClaimResponse response;
+  const grpc::Status denied =
+      StubFor(Who::kAdmin)->Claim(NewContext().get(), ClaimOf(kNs, "k", "o"), &response);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(denied.error_message(),
+            "identity 'spiffe://test/ops' has no 'claim' grant on namespace 'payments'");
+
+  const grpc::Status unauthenticated =
+      StubFor(Who::kNobody)->Claim(NewContext().get(), ClaimOf(kNs, "k", "o"), &response);
+  EXPECT_EQ(unauthenticated.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(unauthenticated.error_message(), ::testing::HasSubstr("no identity"));
+  EXPECT_EQ(Denied(kNs, "unauthenticated"), 1);
+}
+
+TEST_P(AuthorizationTest, AnotherIdentityCanNeitherUseNorLearnAClaimsToken) {
+  auto a = WorkerA();
+  auto b = WorkerB();
+  v1::ClaimResponse claimed;
+  ASSERT_TRUE(a->Claim(NewContext().get(), ClaimOf(kNs, "order-1", "worker"), &claimed).ok());
+  ASSERT_EQ(claimed.outcome(), v1::ClaimResponse::ACQUIRED);
+  const uint64_t token = claimed.token();
+
+  // B names A's owner: no re-entry, and no token.
+  v1::ClaimResponse reentry;
+  ASSERT_TRUE(b->Claim(NewContext().get(), ClaimOf(kNs, "order-1", "worker"), &reentry).ok());
+  EXPECT_EQ(reentry.outcome(), v1::ClaimResponse::IN_PROGRESS);
+  EXPECT_EQ(reentry.token(), 0u);
+  v1::QueryResponse query;
+  ASSERT_TRUE(b->Query(NewContext().get(), QueryOf(kNs, "order-1"), &query).ok());
+  EXPECT_EQ(query.record().token(), 0u);
+
+  // B has the token anyway (tokens count up per key): every use is refused.
+  v1::CompleteResponse complete;
+  EXPECT_EQ(b->Complete(NewContext().get(), CompleteOf(kNs, "order-1", token, "forged"), &complete)
+                .error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  for (int i = 0; i < 5; ++i) {
+    v1::ReleaseResponse release;
+    EXPECT_EQ(
+        b->Release(NewContext().get(), ReleaseOf(kNs, "order-1", token), &release).error_code(),
+        grpc::StatusCode::PERMISSION_DENIED);
+  }
+  v1::ExtendResponse extend;
+  EXPECT_EQ(b->Extend(NewContext().get(), ExtendOf(kNs, "order-1", token), &extend).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  v1::BatchRequest batch;
+  *batch.add_operations() = Op(CompleteOf(kNs, "order-1", token, "forged in a batch"));
+  v1::BatchResponse answered;
+  ASSERT_TRUE(b->Batch(NewContext().get(), batch, &answered).ok());
+  EXPECT_EQ(answered.results(0).error().code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Denied(kNs, "not_holder"), 1 + 5 + 1 + 1);
+
+  // A's claim is untouched: A completes it with its own result.
+  v1::CompleteResponse done;
+  ASSERT_TRUE(
+      a->Complete(NewContext().get(), CompleteOf(kNs, "order-1", token, "charged"), &done).ok());
+  EXPECT_EQ(done.outcome(), v1::CompleteResponse::OK);
+  ASSERT_TRUE(b->Query(NewContext().get(), QueryOf(kNs, "order-1"), &query).ok());
+  EXPECT_EQ(query.record().result(), "charged");
+  // And A, the holder, still has its token back from a repeated Claim.
+  v1::ClaimResponse again;
+  ASSERT_TRUE(a->Claim(NewContext().get(), ClaimOf(kNs, "order-2", "worker"), &claimed).ok());
+  ASSERT_TRUE(a->Claim(NewContext().get(), ClaimOf(kNs, "order-2", "worker"), &again).ok());
+  EXPECT_EQ(again.outcome(), v1::ClaimResponse::ACQUIRED);
+  EXPECT_EQ(again.token(), claimed.token());
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, AuthorizationTest,
+                         ::testing::Values(Transport::kMutualTls, Transport::kBearerToken),
+                         [](const ::testing::TestParamInfo<Transport>& info) {
+                           return info.param == Transport::kMutualTls ? "MutualTls" : "BearerToken";
+                         });
+
+// --- Bearer tokens on their own ---
+
+class BearerTokenTest : public AuthorizationTest {};
+
+TEST_P(BearerTokenTest, AnUnknownTokenIsUnauthenticatedAndANewOneWorksOnceTheFileChanges) {
+  constexpr char kNewToken[] = "tok-worker-a-rotated-93d1e0f8a2";
+  v1::QueryResponse response;
+  const grpc::Status before =
+      StubWith("", kNewToken)->Query(NewContext().get(), QueryOf(kNs, "k"), &response);
+  EXPECT_EQ(before.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(before.error_message(), "bearer token not recognized");
+
+  // Written to a new file and renamed over the old one, as a mounted
+  // Secret changes.
+  const std::string next = tokens_file_ + ".next";
+  std::ofstream(next) << TokenLine("spiffe://test/worker-a", kNewToken);
+  std::filesystem::rename(next, tokens_file_);
+  grpc::Status after;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    after = StubWith("", kNewToken)->Query(NewContext().get(), QueryOf(kNs, "k"), &response);
+  } while (!after.ok() && std::chrono::steady_clock::now() < give_up);
+  EXPECT_TRUE(after.ok()) << after.error_code() << " " << after.error_message();
+  // The old token is gone with the old file.
+  EXPECT_EQ(
+      StubWith("", kTokenA)->Query(NewContext().get(), QueryOf(kNs, "k"), &response).error_code(),
+      grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_P(BearerTokenTest, AnUnreadableFileKeepsTheTokensLoadedBefore) {
+  std::ofstream(tokens_file_) << "spiffe://test/worker-a not-a-digest\n";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // Past the refresh interval.
+  v1::QueryResponse response;
+  const grpc::Status status =
+      StubWith("", kTokenA)->Query(NewContext().get(), QueryOf(kNs, "k"), &response);
+  EXPECT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Tls, BearerTokenTest, ::testing::Values(Transport::kBearerToken));
+
+// --- The parts ---
+
+TEST(AuthorizationPartsTest, Sha256HexMatchesTheStandardVectors) {
+  EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(AuthorizationPartsTest, ParseTokensReadsDigestsAndRefusesAnythingElse) {
+  const std::string digest = Sha256Hex("secret");
+  absl::StatusOr<TokenTable> table =
+      ParseTokens(absl::StrCat("# comment\n\n  id-a  sha256:", digest, "  # trailing\n"), "f");
+  ASSERT_TRUE(table.ok()) << table.status();
+  ASSERT_EQ(table->size(), 1u);
+  EXPECT_EQ(table->at(digest), "id-a");
+
+  for (const std::string& bad :
+       {absl::StrCat("id-a ", digest),   // no sha256: prefix
+        std::string("id-a sha256:abc"),  // too short
+        absl::StrCat("id-a sha256:", std::string(64, 'g')),
+        absl::StrCat("id-a sha256:", digest, " extra"), std::string("secret-in-the-clear")}) {
+    absl::StatusOr<TokenTable> refused = ParseTokens(absl::StrCat("# ok\n", bad, "\n"), "f");
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("f line 2")) << bad;
+  }
+  EXPECT_FALSE(ParseTokens(absl::StrCat("a sha256:", digest, "\nb sha256:", digest), "f").ok())
+      << "one token listed for two identities";
+}
+
+TEST(AuthorizationPartsTest, AServerDoesNotStartWithATokensFileItCannotRead) {
+  absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(
+      R"pb(auth {
+             tokens_file: "/nonexistent/tokens"
+             grants { identity: "x" namespaces: "*" roles: "claim" }
+           })pb",
+      nullptr);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(server.status().message()),
+              ::testing::HasSubstr("auth.tokens_file: cannot read '/nonexistent/tokens'"));
+}
+
+TEST(AuthorizationPartsTest, WithoutGrantsEveryCallerMayDoEverything) {
+  absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(AuthSettings());
+  ASSERT_TRUE(auth.ok());
+  EXPECT_FALSE((*auth)->enabled());
+  EXPECT_TRUE((*auth)->Authorize(Caller(), "any", Role::kAdmin).ok());
+}
+
+TEST(AuthorizationPartsTest, AGrantCoversOnlyItsRolesAndNamespaces) {
+  AuthSettings settings;
+  settings.grants.push_back({"id-a", {"payments", "refunds"}, /*claim=*/true, /*admin=*/false});
+  settings.grants.push_back({"id-a", {"*"}, /*claim=*/false, /*admin=*/true});
+  settings.grants.push_back({"id-b", {"refunds"}, /*claim=*/true, /*admin=*/false});
+  absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(settings);
+  ASSERT_TRUE(auth.ok());
+  const Authorizer& a = **auth;
+  EXPECT_TRUE(a.Authorize({"id-a"}, "payments", Role::kClaim).ok());
+  EXPECT_TRUE(a.Authorize({"id-a"}, "refunds", Role::kClaim).ok());
+  EXPECT_FALSE(a.Authorize({"id-a"}, "orders", Role::kClaim).ok());
+  EXPECT_TRUE(a.Authorize({"id-a"}, "orders", Role::kAdmin).ok());
+  EXPECT_FALSE(a.Authorize({"id-b"}, "payments", Role::kClaim).ok());
+  EXPECT_FALSE(a.Authorize({"id-b"}, "refunds", Role::kAdmin).ok());
+  EXPECT_FALSE(a.Authorize({"id-c"}, "refunds", Role::kClaim).ok());
+  EXPECT_TRUE(a.AuthorizeAny({"id-b"}).ok());
+  EXPECT_FALSE(a.AuthorizeAny({"id-c"}).ok());
+}
+
+}  // namespace
+}  // namespace dedup::server::test
