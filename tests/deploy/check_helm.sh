@@ -148,6 +148,12 @@ refuse "replicas: Must be greater than or equal to 1" --set replicas=0
 refuse "must not exceed shards" --set replicas=20 --set shards=16
 refuse "durability must be one of" --set durability=async
 refuse "namespaces.0.name" --set "namespaces[0].name=Bad_Name"
+refuse "helmTest.tlsSecretName" --set tls.enabled=true --set tls.secretName=dedupd-tls
+refuse "tls.certManager.issuerRef.name" --set tls.enabled=true --set tls.certManager.enabled=true \
+  --set helmTest.enabled=false
+refuse "auth.tokensSecret: set without auth.grants" --set auth.tokensSecret=dedupd-tokens
+refuse "auth.grants.0.roles.0" --set "auth.grants[0].identity=a" \
+  --set "auth.grants[0].namespaces[0]=payments" --set "auth.grants[0].roles[0]=write"
 refuse "Additional property replica is not allowed" --set replica=3
 [ "$refused" -eq 0 ] || die "the chart accepts values it must refuse"
 
@@ -182,9 +188,28 @@ render monitoring --set replicas=3 --set serviceMonitor.enabled=true \
   --set prometheusRule.enabled=true
 render hard-anti-affinity --set podAntiAffinity.type=hard
 render tls-network-policy --set replicas=3 --set tls.enabled=true --set tls.secretName=dedupd-tls \
+  --set helmTest.tlsSecretName=dedupd-helm-test-tls \
   --set networkPolicy.enabled=true --set networkPolicy.clientSelector.app=consumer \
   --set networkPolicy.prometheusSelector.app=prometheus \
   --set networkPolicy.prometheusNamespaceSelector.team=monitoring
+cat >"$work/auth-values.yaml" <<'EOF2'
+tls:
+  enabled: true
+  certManager:
+    enabled: true
+    issuerRef:
+      name: dedupd-ca
+auth:
+  tokensSecret: dedupd-tokens
+  grants:
+    - identity: spiffe://prod/payments-worker
+      namespaces: [coupon-deduct, payment-callback]
+      roles: [claim]
+    - identity: spiffe://prod/ops
+      namespaces: ["*"]
+      roles: [admin]
+EOF2
+render auth-cert-manager --set replicas=3 -f "$work/auth-values.yaml"
 if [ -f "$alerts" ]; then
   cp "$alerts" "$work/yaml2json/files/deploy-alerts.yaml"
 else
@@ -478,6 +503,67 @@ check(len(metrics_from) == 1 and
       str(metrics_from))
 check(rules.get((7402,)) is None, "[tls-network-policy] probes (7402) from anywhere: the kubelet")
 
+# Authorization and cert-manager: grants in the ConfigMap, the tokens
+# Secret mounted, Certificates for the server and the helm test pod, whose
+# identity is granted claim on the test namespace.
+sts_auth, cm_auth = check_rendering("auth-cert-manager", 3, False)
+auth_text = dig(cm_auth, "data", "dedupd.textproto", default="")
+for needle in ('tokens_file: "/etc/dedupd-auth/tokens"',
+               'identity: "spiffe://prod/payments-worker"', 'namespaces: "coupon-deduct"',
+               'namespaces: "payment-callback"', 'identity: "spiffe://prod/ops"',
+               'namespaces: "*"', 'roles: "admin"',
+               'identity: "spiffe://dedup/dedupd-helm-test"', 'namespaces: "dedupd-helm-test"'):
+    check(needle in auth_text, f"[auth-cert-manager] ConfigMap auth block has {needle}")
+for case in ("replicas1", "replicas3", "tls-network-policy"):
+    text = dig(one(docs.get(case, []), "ConfigMap", case), "data", "dedupd.textproto", default="")
+    check("auth {" not in text, f"[{case}] no auth block without grants")
+c_auth = dig(sts_auth, "spec", "template", "spec", "containers", 0, default={})
+auth_mounts = {m.get("name"): m for m in c_auth.get("volumeMounts", [])}
+auth_volumes = {v.get("name"): v for v in
+                dig(sts_auth, "spec", "template", "spec", "volumes", default=[])}
+check(dig(auth_mounts, "auth", "mountPath") == "/etc/dedupd-auth" and
+      dig(auth_mounts, "auth", "readOnly") is True and
+      dig(auth_volumes, "auth", "secret", "secretName") == "dedupd-tokens" and
+      dig(auth_volumes, "auth", "secret", "items") == [{"key": "tokens", "path": "tokens"}],
+      "[auth-cert-manager] Secret dedupd-tokens' key tokens mounted read-only at "
+      "/etc/dedupd-auth/tokens")
+check(dig(auth_volumes, "tls", "secret", "secretName") == "dedupd-tls",
+      "[auth-cert-manager] the server mounts the Secret its Certificate writes")
+certs = {dig(c, "metadata", "name"): c for c in of_kind(docs.get("auth-cert-manager", []),
+                                                         "Certificate")}
+server_cert = certs.get("dedupd-tls", {})
+check(dig(server_cert, "apiVersion") == "cert-manager.io/v1" and
+      dig(server_cert, "spec", "secretName") == "dedupd-tls" and
+      dig(server_cert, "spec", "issuerRef") ==
+      {"name": "dedupd-ca", "kind": "Issuer", "group": "cert-manager.io"} and
+      dig(server_cert, "spec", "usages") == ["server auth"],
+      "[auth-cert-manager] a cert-manager Certificate for the server, into dedupd-tls",
+      str(dig(server_cert, "spec")))
+check(set(dig(server_cert, "spec", "dnsNames", default=[])) ==
+      {"dedupd", "dedupd.dedup.svc", "dedupd.dedup.svc.cluster.local",
+       "*.dedupd-headless.dedup.svc.cluster.local"},
+      "[auth-cert-manager] the server certificate names the client Service and every pod",
+      str(dig(server_cert, "spec", "dnsNames")))
+test_cert = certs.get("dedupd-helm-test-tls", {})
+check(dig(test_cert, "spec", "uris") == ["spiffe://dedup/dedupd-helm-test"] and
+      dig(test_cert, "spec", "usages") == ["client auth"] and
+      dig(test_cert, "spec", "secretName") == "dedupd-helm-test-tls",
+      "[auth-cert-manager] a client Certificate for the helm test pod's identity",
+      str(dig(test_cert, "spec")))
+check(not of_kind(docs.get("tls-network-policy", []), "Certificate"),
+      "[tls-network-policy] no Certificate without tls.certManager.enabled")
+for case, secret in (("auth-cert-manager", "dedupd-helm-test-tls"),
+                     ("tls-network-policy", "dedupd-helm-test-tls")):
+    pods = [o for o in of_kind(docs.get(case, []), "Pod")
+            if dig(o, "metadata", "annotations", "helm.sh/hook", default="") == "test"]
+    pod_spec = dig(pods, 0, "spec", default={})
+    script = dig(pod_spec, "containers", 0, "command", 2, default="")
+    check(dig(pod_spec, "volumes", 0, "secret", "secretName") == secret and
+          dig(pod_spec, "containers", 0, "volumeMounts", 0, "mountPath") == "/etc/dedupd-tls" and
+          "--tls_ca=/etc/dedupd-tls/ca.crt --tls_cert=/etc/dedupd-tls/tls.crt "
+          "--tls_key=/etc/dedupd-tls/tls.key" in script,
+          f"[{case}] the helm test pod calls over mutual TLS with Secret {secret}")
+
 affinity = dig(sts3, "spec", "template", "spec", "affinity", "podAntiAffinity", default={})
 check("preferredDuringSchedulingIgnoredDuringExecution" in affinity and
       "requiredDuringSchedulingIgnoredDuringExecution" not in affinity,
@@ -622,6 +708,15 @@ if dedupd_binary:
               f"arguments as pod {pod_name}", (r.stdout + r.stderr).strip())
         if r.returncode == 0:
             print(f"check_helm:   {r.stdout.strip()}")
+        with open(config, "w") as f:
+            f.write(auth_text)
+        args = dig(sts_auth, "spec", "template", "spec", "containers", 0, "args", default=[])
+        args = [a if not a.startswith("--config=") else f"--config={config}" for a in args]
+        r = run_entrypoint({"POD_NAME": pod_name}, args + ["--check_config"],
+                           binary=dedupd_binary)
+        check(r.returncode == 0 and "auth=3-grants" in r.stdout,
+              "dedupd --check_config accepts the rendered grants of auth-cert-manager",
+              (r.stdout + r.stderr).strip())
 
 
 

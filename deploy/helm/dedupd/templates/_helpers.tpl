@@ -132,10 +132,73 @@ namespaces {
   {{- end }}
 }
 {{- end }}
+{{- if and .Values.auth.tokensSecret (not .Values.auth.grants) }}
+{{- fail "auth.tokensSecret: set without auth.grants; grants decide what an identity may do" }}
+{{- end }}
+{{- if .Values.auth.grants }}
+
+auth {
+  {{- if .Values.auth.tokensSecret }}
+  tokens_file: "/etc/dedupd-auth/tokens"
+  {{- end }}
+  {{- range .Values.auth.grants }}
+  grants {
+    identity: {{ .identity | quote }}
+    {{- range .namespaces }}
+    namespaces: {{ . | quote }}
+    {{- end }}
+    {{- range .roles }}
+    roles: {{ . | quote }}
+    {{- end }}
+  }
+  {{- end }}
+  {{- if eq (include "dedupd.helmTestIssued" .) "true" }}
+  # The helm test pod's certificate, issued by the chart.
+  grants {
+    identity: {{ include "dedupd.helmTestIdentity" . | quote }}
+    namespaces: {{ .Values.helmTest.namespace | quote }}
+    roles: "claim"
+  }
+  {{- end }}
+}
+{{- end }}
 {{- with .Values.server.extraConfig }}
 
 {{ . }}
 {{- end }}
+{{- end -}}
+
+{{/*
+The Secret with the server's tls.crt, tls.key and ca.crt.
+*/}}
+{{- define "dedupd.tlsSecretName" -}}
+{{- if .Values.tls.certManager.enabled -}}
+{{- .Values.tls.secretName | default (printf "%s-tls" (include "dedupd.fullname" .)) -}}
+{{- else -}}
+{{- required "tls.secretName: the Secret with tls.crt, tls.key and ca.crt (or tls.certManager.enabled)" .Values.tls.secretName -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+"true" when the chart issues the helm test pod's client certificate.
+*/}}
+{{- define "dedupd.helmTestIssued" -}}
+{{- and .Values.helmTest.enabled .Values.tls.enabled .Values.tls.certManager.enabled (not .Values.helmTest.tlsSecretName) -}}
+{{- end -}}
+
+{{- define "dedupd.helmTestIdentity" -}}
+spiffe://{{ .Release.Namespace }}/{{ include "dedupd.fullname" . }}-helm-test
+{{- end -}}
+
+{{/*
+The Secret with the helm test pod's client certificate, when TLS is on.
+*/}}
+{{- define "dedupd.helmTestTlsSecretName" -}}
+{{- if eq (include "dedupd.helmTestIssued" .) "true" -}}
+{{- printf "%s-helm-test-tls" (include "dedupd.fullname" .) -}}
+{{- else -}}
+{{- required "helmTest.tlsSecretName: with tls.enabled the helm test pod needs a client certificate (a Secret with tls.crt, tls.key and ca.crt), or set tls.certManager.enabled, or helmTest.enabled=false" .Values.helmTest.tlsSecretName -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
