@@ -275,9 +275,26 @@ std::string DedupService::ExecuteBatch(const v1::BatchRequest& request, const Ca
   return ns;
 }
 
+bool DedupService::TryOpenStream() {
+  uint32_t open = open_streams_.load(std::memory_order_relaxed);
+  do {
+    if (open >= limits_.max_open_streams) return false;
+  } while (!open_streams_.compare_exchange_weak(open, open + 1, std::memory_order_relaxed));
+  return true;
+}
+
 grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse>* DedupService::Stream(
     grpc::CallbackServerContext* context) {
-  return new StreamReactor(this, Authenticate(*context, ""));
+  absl::StatusOr<Caller> caller = Authenticate(*context, "");
+  if (!caller.ok()) return new StreamReactor(this, caller.status(), /*counted=*/false);
+  if (!TryOpenStream()) {
+    return new StreamReactor(this,
+                             absl::ResourceExhaustedError(
+                                 absl::StrCat("limits.max_open_streams: ", limits_.max_open_streams,
+                                              " Stream calls are open on this server")),
+                             /*counted=*/false);
+  }
+  return new StreamReactor(this, *std::move(caller), /*counted=*/true);
 }
 
 grpc::ServerWriteReactor<v1::Record>* DedupService::Scan(grpc::CallbackServerContext* context,

@@ -1,6 +1,7 @@
 #ifndef DEDUP_SERVER_DEDUP_SERVICE_H_
 #define DEDUP_SERVER_DEDUP_SERVICE_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -87,6 +88,11 @@ class DedupService final : public v1::Dedup::CallbackService {
   grpc::Status Submit(std::function<void()> task);
   grpc::Status SubmitScan(std::function<void()> task);
 
+  // Counts a Stream call in, or refuses it when limits().max_open_streams
+  // are open; StreamClosed counts one out.
+  bool TryOpenStream();
+  void StreamClosed() { open_streams_.fetch_sub(1, std::memory_order_relaxed); }
+
   WorkerPool* pool() const { return pool_; }
   const ServerLimits& limits() const { return limits_; }
   Metrics* metrics() const { return metrics_; }
@@ -109,6 +115,7 @@ class DedupService final : public v1::Dedup::CallbackService {
   const std::shared_ptr<const ShardMap> shards_;
   const RequestTranslator translator_;
   const ServerLimits limits_;
+  std::atomic<uint32_t> open_streams_{0};
 };
 
 // Why a call that waited for a worker must not reach storage: CANCELLED or

@@ -38,6 +38,10 @@ struct ServerLimits {
   // Threads of Scan's own pool, apart from the workers of claims, so that
   // admin scans cannot starve them. Its queue holds max_queued_tasks too.
   uint32_t scan_workers = 2;
+  // Stream calls open at once on the whole server; one more answers
+  // RESOURCE_EXHAUSTED. Times max_stream_answer_bytes, it bounds the
+  // answers slow readers can make the server hold.
+  uint32_t max_open_streams = 128;
 };
 
 }  // namespace dedup::server

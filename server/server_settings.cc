@@ -155,6 +155,8 @@ absl::Status ResolveLimits(const v1::LimitsConfig& in, ServerLimits* out) {
   s.Update(ResolveCount(in.scan_max_examined(), 1, 1 << 24, "limits.scan_max_examined",
                         &out->scan_max_examined));
   s.Update(ResolveCount(in.scan_workers(), 1, 64, "limits.scan_workers", &out->scan_workers));
+  s.Update(ResolveCount(in.max_open_streams(), 1, 100'000, "limits.max_open_streams",
+                        &out->max_open_streams));
   if (!s.ok()) return s;
   // An answer of max_batch_answer_bytes of records, plus the framing of up
   // to 1,000 items, must fit in one message.
@@ -372,7 +374,8 @@ std::string DescribeSettings(const ServerSettings& s) {
       " max_batch_answer_bytes=", s.limits.max_batch_answer_bytes,
       " max_stream_batches=", s.limits.max_stream_batches,
       " max_stream_answer_bytes=", s.limits.max_stream_answer_bytes,
-      " max_concurrent_streams=", s.limits.max_concurrent_streams);
+      " max_concurrent_streams=", s.limits.max_concurrent_streams,
+      " max_open_streams=", s.limits.max_open_streams);
 }
 
 }  // namespace dedup::server

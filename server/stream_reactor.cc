@@ -7,8 +7,9 @@
 
 namespace dedup::server {
 
-StreamReactor::StreamReactor(DedupService* service, absl::StatusOr<Caller> caller)
+StreamReactor::StreamReactor(DedupService* service, absl::StatusOr<Caller> caller, bool counted)
     : service_(service),
+      counted_(counted),
       max_batches_(service->limits().max_stream_batches),
       max_answer_bytes_(service->limits().max_stream_answer_bytes) {
   if (!caller.ok()) {
@@ -155,6 +156,9 @@ void StreamReactor::MaybeFinish() {
   Finish(status);
 }
 
-void StreamReactor::OnDone() { delete this; }
+void StreamReactor::OnDone() {
+  if (counted_) service_->StreamClosed();
+  delete this;
+}
 
 }  // namespace dedup::server

@@ -25,7 +25,9 @@ class DedupService;
 class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse> {
  public:
   // Serves `caller`; when it is an error, finishes the call with it at once.
-  StreamReactor(DedupService* service, absl::StatusOr<Caller> caller);
+  // `counted`: the call holds one of the service's open-stream slots, given
+  // back in OnDone.
+  StreamReactor(DedupService* service, absl::StatusOr<Caller> caller, bool counted);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -45,6 +47,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
   bool ResumeReading() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   DedupService* const service_;
+  const bool counted_;
   const uint32_t max_batches_;
   const uint64_t max_answer_bytes_;
   Caller caller_;

@@ -1,6 +1,7 @@
 // Bounded resources (design.md §10): a full worker queue, calls that waited
 // past their deadline, oversized messages and oversized Batch answers are
-// each answered instead of held.
+// each answered instead of held, and Stream calls past the server's bound
+// are refused.
 
 #include <chrono>
 #include <memory>
@@ -170,6 +171,68 @@ TEST_F(MessageLimitTest, ABatchAnswerStopsAtItsByteCapAndEachItemPastItSaysSo) {
   EXPECT_EQ(response.results(10).claim().outcome(), v1::ClaimResponse::ACQUIRED)
       << "a write past the cap is still applied and answered";
   EXPECT_LE(response.ByteSizeLong(), 65536u + 1024u);
+}
+
+// Two Stream calls at once on the whole server.
+class OpenStreamLimitTest : public ServerTest {
+ protected:
+  std::string Config() const override {
+    return R"pb(
+      durability: "buffered"
+      limits { max_open_streams: 2 }
+    )pb";
+  }
+
+  // An open Stream that has answered one batch, so the server holds it.
+  struct OpenStream {
+    std::unique_ptr<grpc::ClientContext> context = NewContext();
+    std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, v1::BatchResponse>> stream;
+  };
+
+  // Opens a Stream and runs one Query through it; the status is OK while
+  // the call stays open.
+  grpc::Status Open(OpenStream* open) {
+    open->stream = stub().Stream(open->context.get());
+    v1::BatchRequest batch;
+    *batch.add_operations() = Op(QueryOf(kNs, "k"));
+    v1::BatchResponse response;
+    if (open->stream->Write(batch) && open->stream->Read(&response)) return grpc::Status::OK;
+    open->stream->WritesDone();
+    return open->stream->Finish();
+  }
+
+  static void Close(OpenStream* open) {
+    open->stream->WritesDone();
+    EXPECT_TRUE(open->stream->Finish().ok());
+  }
+};
+
+TEST_F(OpenStreamLimitTest, AStreamPastTheBoundIsRefusedUntilOneCloses) {
+  OpenStream first, second, third;
+  ASSERT_TRUE(Open(&first).ok());
+  ASSERT_TRUE(Open(&second).ok());
+
+  const grpc::Status refused = Open(&third);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("limits.max_open_streams: 2"));
+  // Unary calls are not Streams: they still answer.
+  EXPECT_EQ(Query(QueryOf(kNs, "k")).record().state(), v1::STATE_ABSENT);
+
+  Close(&first);
+  // The slot is given back when the server has finished with the call,
+  // just after the client sees it end.
+  grpc::Status reopened;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    OpenStream retry;
+    reopened = Open(&retry);
+    if (reopened.ok()) {
+      Close(&retry);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(reopened.ok()) << reopened.error_message();
+  Close(&second);
 }
 
 }  // namespace

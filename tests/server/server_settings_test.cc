@@ -37,6 +37,7 @@ TEST(ServerSettingsTest, LimitsHaveTheirDefaults) {
   EXPECT_EQ(limits.max_stream_answer_bytes, 8u << 20);
   EXPECT_EQ(limits.scan_max_examined, 4096u);
   EXPECT_EQ(limits.scan_workers, 2u);
+  EXPECT_EQ(limits.max_open_streams, 128u);
 }
 
 TEST(ServerSettingsTest, LimitsAreReadFromTheConfig) {
