@@ -29,8 +29,8 @@ constexpr size_t kResultBytes = 64 * 1024;
 // Growth of this test process's resident memory that a flood may cause. The
 // server and its clients are both in it: a 3 MiB Batch answer exists as
 // storage's answers, the response, gRPC's serialized copy and the client's
-// copies, 16 at once. Without backpressure and the answer cap, the stream
-// flood below asks for 2,000 x 6.4 MiB and the batches for 16 x 64 MiB.
+// copies, 32 at once. Without backpressure and the answer cap, the stream
+// flood below asks for 10,000 x 6.4 MiB and the batches for 32 x 64 MiB.
 constexpr int64_t kRssBoundBytes = 256 << 20;
 
 int64_t ResidentBytes() {
@@ -74,7 +74,7 @@ class FloodTest : public ServerTest {
 };
 
 TEST_F(FloodTest, AStreamNeverReadStaysWithinTheMemoryBoundAndOthersAreServed) {
-  constexpr int kBatches = 2000;
+  constexpr int kBatches = 10'000;
   const v1::BatchRequest batch = QueriesOfTheBigKey(100);
   const int64_t baseline = ResidentBytes();
   grpc::ClientContext context;
@@ -128,7 +128,7 @@ TEST_F(FloodTest, AStreamNeverReadStaysWithinTheMemoryBoundAndOthersAreServed) {
 }
 
 TEST_F(FloodTest, ParallelBigBatchesAnswerResourceExhaustedWhereTheCapBitesAndStayBounded) {
-  constexpr int kParallel = 16;
+  constexpr int kParallel = 32;
   const v1::BatchRequest batch = QueriesOfTheBigKey(1000);
   const int64_t baseline = ResidentBytes();
   std::atomic<int64_t> peak{0};
