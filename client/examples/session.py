@@ -7,6 +7,12 @@ message delivered twice:
 
     /usr/bin/python3 client/examples/session.py --target 127.0.0.1:7400
 
+Against a server with TLS, mutual TLS or bearer tokens (README "Security"):
+
+    session.py --target dedupd.example:7400 --tls_ca ca.pem \
+        --tls_cert client.pem --tls_key client.key
+    session.py --target dedupd.example:7400 --tls_ca ca.pem --bearer_token_file token
+
 Needs Debian's python3-grpcio and python3-protobuf (deploy/install-deps.sh
 installs them).
 """
@@ -33,15 +39,44 @@ def load_stubs():
     return dedup_pb2, dedup_pb2_grpc
 
 
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def open_channel(grpc, args):
+    """Plaintext, or TLS with an optional client certificate and bearer token."""
+    if not args.tls_ca:
+        return grpc.insecure_channel(args.target)
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=read(args.tls_ca),
+        private_key=read(args.tls_key) if args.tls_key else None,
+        certificate_chain=read(args.tls_cert) if args.tls_cert else None)
+    if args.bearer_token_file:
+        token = read(args.bearer_token_file).decode().splitlines()[0].strip()
+        credentials = grpc.composite_channel_credentials(
+            credentials, grpc.access_token_call_credentials(token))
+    return grpc.secure_channel(args.target, credentials)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="127.0.0.1:7400", help="dedupd address")
     parser.add_argument("--namespace", default="coupon-deduct")
+    parser.add_argument("--tls_ca", help="connect over TLS, verifying dedupd against this CA bundle")
+    parser.add_argument("--tls_cert", help="with --tls_key: this client's certificate (mutual TLS)")
+    parser.add_argument("--tls_key", help="its private key")
+    parser.add_argument("--bearer_token_file",
+                        help="over TLS, authenticate with the token on this file's first line")
     args = parser.parse_args()
+    if bool(args.tls_cert) != bool(args.tls_key):
+        parser.error("--tls_cert and --tls_key go together")
+    if (args.tls_cert or args.bearer_token_file) and not args.tls_ca:
+        parser.error("--tls_cert and --bearer_token_file need TLS (--tls_ca)")
 
     pb, rpc = load_stubs()
     import grpc
-    stub = rpc.DedupStub(grpc.insecure_channel(args.target))
+    stub = rpc.DedupStub(open_channel(grpc, args))
     key = f"order-{int(time.time() * 1000)}".encode()
     ns = args.namespace
 

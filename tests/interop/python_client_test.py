@@ -4,6 +4,9 @@
 Generates dedup.v1 stubs from proto/ with Debian's protoc and
 grpc_python_plugin into a temp dir, starts the dedupd binary on
 127.0.0.1 port 0, and checks Claim / Complete / Query and a bad input.
+Then, against a dedupd with mutual TLS, bearer tokens and grants
+(certificates made by openssl here), runs the example
+client/examples/session.py and checks what each kind of caller gets.
 
     python_client_test.py --dedupd build/server/dedupd --proto proto
 """
@@ -91,6 +94,150 @@ class PythonClientTest(unittest.TestCase):
             self.stub.Claim(pb.ClaimRequest(namespace="py-orders", key=b"", owner="py-a"))
         self.assertEqual(raised.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("key", raised.exception.details())
+
+
+def openssl(*args):
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def make_cert(directory, ca, name, san):
+    """NAME.pem and NAME.key signed by CA (None: self-signed CA)."""
+    pem, key = os.path.join(directory, name + ".pem"), os.path.join(directory, name + ".key")
+    if ca is None:
+        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                "-nodes", "-days", "2", "-subj", "/CN=" + name, "-keyout", key, "-out", pem)
+        return pem, key
+    csr, ext = os.path.join(directory, name + ".csr"), os.path.join(directory, name + ".ext")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-subj", "/CN=" + name, "-keyout", key, "-out", csr)
+    with open(ext, "w") as f:
+        f.write("subjectAltName=" + san + "\n")
+    openssl("x509", "-req", "-in", csr, "-CA", os.path.join(directory, ca + ".pem"),
+            "-CAkey", os.path.join(directory, ca + ".key"), "-CAcreateserial", "-days", "2",
+            "-extfile", ext, "-out", pem)
+    return pem, key
+
+
+TOKEN = "py-token-6d2e9f41b7c3"
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
+class PythonTlsAuthTest(unittest.TestCase):
+    """Mutual TLS, bearer tokens and grants, from Python and the example."""
+
+    @classmethod
+    def setUpClass(cls):
+        import hashlib
+        cls.tmp = tempfile.mkdtemp(prefix="dedup-interop-tls-")
+        generate_stubs(ARGS.proto, cls.tmp)
+        global pb, rpc, grpc
+        import grpc
+        from dedup.v1 import dedup_pb2 as pb, dedup_pb2_grpc as rpc
+        d = cls.tmp
+        make_cert(d, None, "ca", None)
+        make_cert(d, "ca", "server", "IP:127.0.0.1")
+        make_cert(d, "ca", "worker", "URI:spiffe://py/worker")
+        make_cert(d, "ca", "nobody", "URI:spiffe://py/nobody")
+        digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+        with open(os.path.join(d, "tokens"), "w") as f:
+            f.write("spiffe://py/token-worker sha256:%s\n" % digest)
+        with open(os.path.join(d, "token"), "w") as f:
+            f.write(TOKEN + "\n")
+        with open(os.path.join(d, "unknown-token"), "w") as f:
+            f.write("not-a-known-token\n")
+        config = os.path.join(d, "dedupd.textproto")
+        with open(config, "w") as f:
+            f.write("""
+                tls {{ cert: "{d}/server.pem" key: "{d}/server.key" ca: "{d}/ca.pem" }}
+                auth {{
+                  tokens_file: "{d}/tokens"
+                  grants {{ identity: "spiffe://py/worker" namespaces: "coupon-deduct" roles: "claim" }}
+                  grants {{ identity: "spiffe://py/token-worker" namespaces: "coupon-deduct" roles: "claim" }}
+                }}
+            """.format(d=d))
+        port_file = os.path.join(d, "port")
+        cls.log = open(os.path.join(d, "dedupd.log"), "w")
+        cls.server = subprocess.Popen(
+            [ARGS.dedupd, "--config=" + config, "--listen=127.0.0.1:0", "--metrics_listen=off",
+             "--port_file=" + port_file, "--data_dir=" + os.path.join(d, "data"),
+             "--durability=buffered"],
+            stdout=cls.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 15
+        while not (os.path.exists(port_file) and read_text(port_file)):
+            if time.time() > deadline or cls.server.poll() is not None:
+                raise RuntimeError("dedupd did not start; see " + cls.log.name)
+            time.sleep(0.05)
+        cls.target = "127.0.0.1:" + read_text(port_file)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.send_signal(signal.SIGTERM)
+        code = cls.server.wait(timeout=30)
+        cls.log.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        assert code == 0, "dedupd exited %d on SIGTERM" % code
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def session(self, *flags):
+        example = os.path.join(os.path.dirname(os.path.abspath(ARGS.proto)), "client", "examples",
+                               "session.py")
+        return subprocess.run(
+            [sys.executable, example, "--target", self.target, "--tls_ca", self.path("ca.pem"),
+             *flags], capture_output=True, text=True, timeout=60)
+
+    def read(self, name):
+        with open(self.path(name), "rb") as f:
+            return f.read()
+
+    def stub_for(self, cert):
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=self.read("ca.pem"), private_key=self.read(cert + ".key"),
+            certificate_chain=self.read(cert + ".pem"))
+        return rpc.DedupStub(grpc.secure_channel(self.target, credentials))
+
+    def check_session(self, run):
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("outcome: COMPLETED", run.stdout)
+        self.assertIn("INVALID_ARGUMENT", run.stdout)
+
+    def test_the_example_session_over_mutual_tls(self):
+        self.check_session(self.session("--tls_cert", self.path("worker.pem"),
+                                        "--tls_key", self.path("worker.key")))
+
+    def test_the_example_session_with_a_bearer_token(self):
+        # The certificate's identity has no grant: the token's identity is
+        # the one that counts.
+        self.check_session(self.session("--tls_cert", self.path("nobody.pem"),
+                                        "--tls_key", self.path("nobody.key"),
+                                        "--bearer_token_file", self.path("token")))
+
+    def test_an_unknown_token_is_unauthenticated(self):
+        run = self.session("--tls_cert", self.path("worker.pem"), "--tls_key",
+                           self.path("worker.key"), "--bearer_token_file",
+                           self.path("unknown-token"))
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("UNAUTHENTICATED", run.stderr)
+
+    def test_an_identity_without_a_grant_is_denied_by_name(self):
+        with self.assertRaises(grpc.RpcError) as raised:
+            self.stub_for("nobody").Claim(
+                pb.ClaimRequest(namespace="coupon-deduct", key=b"k", owner="x"), timeout=10)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        self.assertEqual(raised.exception.details(),
+                         "identity 'spiffe://py/nobody' has no 'claim' grant on namespace "
+                         "'coupon-deduct'")
+
+    def test_plaintext_is_refused(self):
+        stub = rpc.DedupStub(grpc.insecure_channel(self.target))
+        with self.assertRaises(grpc.RpcError) as raised:
+            stub.Query(pb.QueryRequest(namespace="coupon-deduct", key=b"k"), timeout=5)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAVAILABLE)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,8 @@ void TestCerts::MakeCa(const std::string& name) {
                    name, " -keyout ", Key(name), " -out ", Pem(name)));
 }
 
-void TestCerts::MakeCert(const std::string& ca, const std::string& name, const std::string& san) {
+void TestCerts::MakeCert(const std::string& ca, const std::string& name, const std::string& san,
+                         int days) {
   const std::string csr = dir_.Sub(name + ".csr");
   const std::string ext = dir_.Sub(name + ".ext");
   RunShell(absl::StrCat(
@@ -53,7 +54,7 @@ void TestCerts::MakeCert(const std::string& ca, const std::string& name, const s
       " -keyout ", Key(name), " -out ", csr));
   std::ofstream(ext) << (san.empty() ? "" : "subjectAltName=" + san) << "\n";
   RunShell(absl::StrCat("openssl x509 -req -in ", csr, " -CA ", Pem(ca), " -CAkey ", Key(ca),
-                        " -CAcreateserial -days 2 -extfile ", ext, " -out ", Pem(name)));
+                        " -CAcreateserial -days ", days, " -extfile ", ext, " -out ", Pem(name)));
 }
 
 }  // namespace dedup::server::test

@@ -19,8 +19,11 @@ class TestCerts {
   TestCerts();
 
   // Makes a client certificate NAME of ca with subject alternative names
-  // `san` (openssl syntax, e.g. "URI:spiffe://test/x"; empty: none).
-  void AddClient(const std::string& name, const std::string& san) { MakeCert("ca", name, san); }
+  // `san` (openssl syntax, e.g. "URI:spiffe://test/x"; empty: none),
+  // valid for `days` from now (-1: it expired yesterday).
+  void AddClient(const std::string& name, const std::string& san, int days = 2) {
+    MakeCert("ca", name, san, days);
+  }
 
   // NAME.pem and NAME.key in the directory.
   std::string Pem(const std::string& name) const { return dir_.Sub(name + ".pem"); }
@@ -33,7 +36,8 @@ class TestCerts {
 
  private:
   void MakeCa(const std::string& name);
-  void MakeCert(const std::string& ca, const std::string& name, const std::string& san);
+  void MakeCert(const std::string& ca, const std::string& name, const std::string& san,
+                int days = 2);
 
   ::dedup::test::TempDir dir_;
 };

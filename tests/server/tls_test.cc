@@ -83,12 +83,37 @@ TEST_F(TlsTest, ClientsWithoutACertificateOfTheCaAreRefused) {
             grpc::StatusCode::UNAVAILABLE);
 }
 
+TEST_F(TlsTest, AnExpiredClientCertificateOfTheCaIsRefused) {
+  certs_.AddClient("expired", "URI:spiffe://test/worker-a", /*days=*/-1);
+  grpc::ClientContext context;
+  v1::ClaimResponse response;
+  const grpc::Status status = ClaimWith(*StubWith("ca", "expired"), "order-1", &response, &context);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+  // The same identity with a valid certificate is served.
+  grpc::ClientContext valid;
+  EXPECT_TRUE(ClaimWith(*StubWith("ca", "client"), "order-1", &response, &valid).ok());
+}
+
 TEST_F(TlsTest, ARotatedServerCertificateIsUsedByNewConnectionsWithoutARestart) {
   auto before = StubWith("ca", "client");
   grpc::ClientContext first;
   v1::ClaimResponse response;
   ASSERT_TRUE(ClaimWith(*before, "order-1", &response, &first).ok());
   ASSERT_EQ(first.auth_context()->FindPropertyValues("x509_common_name").front(), "server");
+  // A Stream open across the rotation, answering a batch on every round.
+  grpc::ClientContext stream_context;
+  stream_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = before->Stream(&stream_context);
+  uint64_t streamed = 0;
+  auto stream_one = [&](const std::string& key) {
+    v1::BatchRequest batch;
+    batch.set_batch_id(++streamed);
+    *batch.add_operations() = Op(ClaimOf(kNs, key, "worker-s"));
+    v1::BatchResponse answer;
+    return stream->Write(batch) && stream->Read(&answer) && answer.batch_id() == streamed &&
+           answer.results(0).claim().outcome() == v1::ClaimResponse::ACQUIRED;
+  };
+  ASSERT_TRUE(stream_one("streamed-0"));
 
   // Replaced the way a secret volume is: whole files renamed into place.
   std::filesystem::copy_file(certs_.Key("server-rotated"), certs_.Key("server") + ".new");
@@ -103,6 +128,7 @@ TEST_F(TlsTest, ARotatedServerCertificateIsUsedByNewConnectionsWithoutARestart) 
     const grpc::Status status =
         ClaimWith(*StubWith("ca", "client"), absl::StrCat("order-", i + 2), &response, &context);
     ASSERT_TRUE(status.ok()) << "no call fails during rotation: " << status.error_message();
+    ASSERT_TRUE(stream_one(absl::StrCat("streamed-", i + 1))) << "the Stream fails at round " << i;
     auto names = context.auth_context()->FindPropertyValues("x509_common_name");
     if (!names.empty()) seen = std::string(names.front().data(), names.front().size());
   }
@@ -110,6 +136,10 @@ TEST_F(TlsTest, ARotatedServerCertificateIsUsedByNewConnectionsWithoutARestart) 
   grpc::ClientContext again;
   EXPECT_TRUE(ClaimWith(*before, "order-last", &response, &again).ok())
       << "the connection made before the rotation keeps working";
+  stream->WritesDone();
+  const grpc::Status stream_status = stream->Finish();
+  EXPECT_TRUE(stream_status.ok()) << stream_status.error_message();
+  EXPECT_GT(streamed, 1u);
 }
 
 }  // namespace
