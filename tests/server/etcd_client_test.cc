@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/temp_dir.h"
 #include "tests/server/etcd_process.h"
+#include "tests/server/test_certs.h"
 
 namespace dedup::server::cluster {
 namespace {
@@ -205,6 +206,42 @@ TEST(EtcdClientOptionsTest, ConnectNeedsEndpointsAndAPositiveTimeout) {
   no_timeout.endpoints = {"127.0.0.1:2379"};
   no_timeout.call_timeout = absl::ZeroDuration();
   EXPECT_EQ(EtcdClient::Connect(no_timeout).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(EtcdClientTlsTest, TheClientSpeaksMutualTlsAndEtcdRefusesACallerWithoutACertificate) {
+  test::TestCerts certs;
+  TempDir dir;
+  const test::EtcdTlsFiles tls{certs.Pem("ca"), certs.Pem("server"), certs.Key("server"),
+                               certs.Pem("client"), certs.Key("client")};
+  auto etcd = EtcdProcess::Start(dir.path(), &tls);
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+
+  auto connect = [&](bool with_certificate) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = test::ReadFile(certs.Pem("ca"));
+    if (with_certificate) {
+      ssl.pem_cert_chain = test::ReadFile(certs.Pem("client"));
+      ssl.pem_private_key = test::ReadFile(certs.Key("client"));
+    }
+    EtcdOptions options;
+    options.endpoints = {(*etcd)->endpoint()};
+    options.call_timeout = absl::Seconds(with_certificate ? 5 : 1);
+    options.credentials = grpc::SslCredentials(ssl);
+    auto client = EtcdClient::Connect(options);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? std::move(*client) : nullptr;
+  };
+  std::unique_ptr<EtcdClient> client = connect(true);
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Put("/dedup-test/tls", "over mutual TLS").ok());
+  absl::StatusOr<std::optional<EtcdKeyValue>> read = client->Get("/dedup-test/tls");
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_TRUE(read->has_value());
+  EXPECT_EQ((*read)->value, "over mutual TLS");
+
+  std::unique_ptr<EtcdClient> stranger = connect(false);
+  ASSERT_NE(stranger, nullptr);
+  EXPECT_EQ(stranger->Get("/dedup-test/tls").status().code(), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

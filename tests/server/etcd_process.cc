@@ -39,14 +39,23 @@ absl::StatusOr<int> FreePort() {
   return ntohs(address.sin_port);
 }
 
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::string& dir) {
+absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::string& dir,
+                                                                const EtcdTlsFiles* tls) {
   absl::StatusOr<int> client_port = FreePort();
   absl::StatusOr<int> peer_port = FreePort();
   if (!client_port.ok()) return client_port.status();
   if (!peer_port.ok()) return peer_port.status();
-  const std::string client_url = absl::StrCat("http://127.0.0.1:", *client_port);
+  const std::string client_url =
+      absl::StrCat(tls != nullptr ? "https" : "http", "://127.0.0.1:", *client_port);
   const std::string peer_url = absl::StrCat("http://127.0.0.1:", *peer_port);
   std::vector<std::string> args = {ETCD_PATH,
                                    "--name=dedup-test",
@@ -57,6 +66,10 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::strin
                                    "--initial-advertise-peer-urls=" + peer_url,
                                    "--initial-cluster=dedup-test=" + peer_url,
                                    "--log-level=warn"};
+  if (tls != nullptr) {
+    args.insert(args.end(), {"--cert-file=" + tls->cert, "--key-file=" + tls->key,
+                             "--trusted-ca-file=" + tls->ca, "--client-cert-auth"});
+  }
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -77,6 +90,13 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::strin
   cluster::EtcdOptions options;
   options.endpoints = {etcd->endpoint()};
   options.call_timeout = absl::Seconds(1);
+  if (tls != nullptr) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ReadText(tls->ca);
+    ssl.pem_cert_chain = ReadText(tls->client_cert);
+    ssl.pem_private_key = ReadText(tls->client_key);
+    options.credentials = grpc::SslCredentials(ssl);
+  }
   auto client = cluster::EtcdClient::Connect(options);
   if (!client.ok()) return client.status();
   const absl::Time give_up = absl::Now() + absl::Seconds(20);

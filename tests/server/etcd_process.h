@@ -14,12 +14,21 @@
 
 namespace dedup::server::test {
 
+// PEM files of an etcd serving its client API over mutual TLS.
+struct EtcdTlsFiles {
+  std::string ca;           // Client certificates must chain to it.
+  std::string cert, key;    // etcd's own.
+  std::string client_cert;  // A client's, for the readiness check.
+  std::string client_key;
+};
+
 class EtcdProcess {
  public:
   // Starts etcd (ETCD_PATH, found at configure time) with its data under
-  // `dir` and returns once it answers a read, waiting at most ~20 s.
-  // Errors carry etcd's log.
-  static absl::StatusOr<std::unique_ptr<EtcdProcess>> Start(const std::string& dir);
+  // `dir` and returns once it answers a read, waiting at most ~20 s; with
+  // `tls`, its client API requires mutual TLS. Errors carry etcd's log.
+  static absl::StatusOr<std::unique_ptr<EtcdProcess>> Start(const std::string& dir,
+                                                            const EtcdTlsFiles* tls = nullptr);
 
   // SIGKILLs etcd if it is still running.
   ~EtcdProcess();
