@@ -97,10 +97,12 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::strin
     ssl.pem_private_key = ReadText(tls->client_key);
     options.credentials = grpc::SslCredentials(ssl);
   }
-  auto client = cluster::EtcdClient::Connect(options);
-  if (!client.ok()) return client.status();
   const absl::Time give_up = absl::Now() + absl::Seconds(20);
   while (absl::Now() < give_up) {
+    // A new channel each time: one that failed to connect while etcd was
+    // starting would wait out gRPC's growing reconnect backoff.
+    auto client = cluster::EtcdClient::Connect(options);
+    if (!client.ok()) return client.status();
     if ((*client)->Get("health").ok()) return etcd;
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) {
