@@ -28,6 +28,7 @@ namespace {
 constexpr char kShardCountKey[] = "meta:shards";
 constexpr char kFormatKey[] = "meta:format";
 constexpr char kIdentityKey[] = "meta:identity";
+constexpr char kLogFamily[] = "replication-log";
 constexpr char kFormat[] = "1";
 constexpr char kShardFamilyPrefix[] = "shard-";
 
@@ -118,7 +119,9 @@ absl::Status DataDir::OpenDb(CompactionDrops* drops) {
 
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = !exists;
-  db_options.create_missing_column_families = !exists;
+  // An existing directory only ever gains the replication-log family: the
+  // shard families are the ones it lists.
+  db_options.create_missing_column_families = true;
   db_options.max_background_jobs = 4;
   db_options.db_write_buffer_size = 256ull << 20;
   db_options.listeners.push_back(listener_);
@@ -145,6 +148,7 @@ absl::Status DataDir::OpenDb(CompactionDrops* drops) {
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
   for (uint32_t i = 0; i < shards; ++i) descriptors.emplace_back(ShardName(i), shard_options);
+  descriptors.emplace_back(kLogFamily, rocksdb::ColumnFamilyOptions());
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, descriptors, &handles, &db_);
   if (!s.ok()) {
@@ -157,7 +161,8 @@ absl::Status DataDir::OpenDb(CompactionDrops* drops) {
     return FromRocks(s, absl::StrCat("cannot open data directory ", options_.path));
   }
   meta_ = handles[0];
-  shards_.assign(handles.begin() + 1, handles.end());
+  shards_.assign(handles.begin() + 1, handles.end() - 1);
+  log_ = handles.back();
   absl::Status status = exists ? CheckMeta() : WriteMeta();
   if (!status.ok()) return status;
   return LoadTokenCeilings();
@@ -237,6 +242,7 @@ DataDir::~DataDir() {
   for (rocksdb::ColumnFamilyHandle* handle : shards_) {
     db_->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
   }
+  if (log_ != nullptr) db_->DestroyColumnFamilyHandle(log_).PermitUncheckedError();
   if (meta_ != nullptr) db_->DestroyColumnFamilyHandle(meta_).PermitUncheckedError();
   db_->Close().PermitUncheckedError();
   delete db_;

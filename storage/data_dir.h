@@ -21,7 +21,9 @@ namespace dedup::storage {
 //     version, the identity the directory was made for ("node 1 of 3") and
 //     each shard's persisted token ceiling;
 //   - one column family per shard ("shard-0007") holding its records, with
-//     the TTL compaction filter.
+//     the TTL compaction filter;
+//   - "replication-log": the shards' replication logs (replication_log.h),
+//     created in a directory that lacks it.
 // Opening checks that the directory is the one asked for and refuses any
 // other. Internal to storage/: it hands out RocksDB handles.
 //
@@ -44,6 +46,7 @@ class DataDir {
   rocksdb::ColumnFamilyHandle* meta() const { return meta_; }
   rocksdb::ColumnFamilyHandle* shard(uint32_t index) const { return shards_[index]; }
   const std::vector<rocksdb::ColumnFamilyHandle*>& shards() const { return shards_; }
+  rocksdb::ColumnFamilyHandle* log() const { return log_; }
   uint32_t shard_count() const { return static_cast<uint32_t>(shards_.size()); }
   // Hands out the fencing tokens of shard `index`, persisting its ceiling
   // in the meta family.
@@ -82,6 +85,7 @@ class DataDir {
   rocksdb::DB* db_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // The default family.
   std::vector<rocksdb::ColumnFamilyHandle*> shards_;
+  rocksdb::ColumnFamilyHandle* log_ = nullptr;
   std::vector<std::unique_ptr<TokenAllocator>> tokens_;
 };
 

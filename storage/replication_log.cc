@@ -1,0 +1,347 @@
+#include "storage/replication_log.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "rocksdb/write_batch.h"
+#include "storage/rocks_status.h"
+
+namespace dedup::storage {
+namespace {
+
+// Keys of the replication-log family. Big-endian numbers, so that a shard's
+// entries sort by seq.
+constexpr char kEntryTag = 'e';    // e | shard u32 | seq u64 -> entry value
+constexpr char kPromiseTag = 'p';  // p | shard u32 -> epoch u64
+constexpr char kAppliedTag = 'a';  // a | shard u32 -> epoch u64 | seq u64
+constexpr uint8_t kEntryVersion = 1;
+
+void PutBigEndian(std::string* out, uint64_t value, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<char>(value >> (8 * i)));
+}
+
+uint64_t GetBigEndian(absl::string_view in, int bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i) value = (value << 8) | static_cast<uint8_t>(in[i]);
+  return value;
+}
+
+absl::string_view View(const rocksdb::Slice& slice) { return {slice.data(), slice.size()}; }
+
+std::string ShardKey(char tag, uint32_t shard) {
+  std::string key(1, tag);
+  PutBigEndian(&key, shard, 4);
+  return key;
+}
+
+std::string EntryKey(uint32_t shard, uint64_t seq) {
+  std::string key = ShardKey(kEntryTag, shard);
+  PutBigEndian(&key, seq, 8);
+  return key;
+}
+
+std::string EncodeEntry(uint64_t epoch, absl::string_view batch) {
+  std::string value(1, static_cast<char>(kEntryVersion));
+  PutBigEndian(&value, epoch, 8);
+  value.append(batch.data(), batch.size());
+  return value;
+}
+
+std::string EncodePosition(LogPosition position) {
+  std::string value;
+  PutBigEndian(&value, position.epoch, 8);
+  PutBigEndian(&value, position.seq, 8);
+  return value;
+}
+
+rocksdb::WriteOptions WriteFor(Durability durability) {
+  rocksdb::WriteOptions options;
+  options.sync = durability == Durability::kFsync;
+  return options;
+}
+
+// Re-targets a logged batch, whose operations name no family, to the
+// shard's family. Only puts and deletes are ever logged.
+class ToShardFamily final : public rocksdb::WriteBatch::Handler {
+ public:
+  ToShardFamily(rocksdb::ColumnFamilyHandle* family, rocksdb::WriteBatch* out)
+      : family_(family), out_(out) {}
+
+  rocksdb::Status PutCF(uint32_t family_id, const rocksdb::Slice& key,
+                        const rocksdb::Slice& value) override {
+    if (family_id != 0) return rocksdb::Status::Corruption("logged put names a column family");
+    return out_->Put(family_, key, value);
+  }
+  rocksdb::Status DeleteCF(uint32_t family_id, const rocksdb::Slice& key) override {
+    if (family_id != 0) return rocksdb::Status::Corruption("logged delete names a column family");
+    return out_->Delete(family_, key);
+  }
+
+ private:
+  rocksdb::ColumnFamilyHandle* const family_;
+  rocksdb::WriteBatch* const out_;
+};
+
+}  // namespace
+
+ReplicationLog::ReplicationLog(DataDir* dir, Durability durability)
+    : dir_(dir), durability_(durability) {}
+
+absl::StatusOr<std::unique_ptr<ReplicationLog>> ReplicationLog::Open(DataDir* dir,
+                                                                     Durability durability) {
+  std::unique_ptr<ReplicationLog> log(new ReplicationLog(dir, durability));
+  for (uint32_t shard = 0; shard < dir->shard_count(); ++shard) {
+    log->shards_.push_back(std::make_unique<ShardLog>());
+    absl::Status loaded = log->Load(shard, log->shards_.back().get());
+    if (!loaded.ok()) return loaded;
+  }
+  return log;
+}
+
+absl::Status ReplicationLog::Load(uint32_t shard, ShardLog* log) {
+  absl::MutexLock lock(&log->mu);
+  rocksdb::DB* db = dir_->db();
+  std::string value;
+  rocksdb::Status s =
+      db->Get(rocksdb::ReadOptions(), dir_->log(), ShardKey(kPromiseTag, shard), &value);
+  if (s.ok() && value.size() == 8) {
+    log->promised = GetBigEndian(value, 8);
+  } else if (!s.IsNotFound()) {
+    return s.ok() ? absl::DataLossError(absl::StrCat("shard ", shard, ": bad promise record"))
+                  : FromRocks(s, absl::StrCat("reading shard ", shard, "'s promise"));
+  }
+  s = db->Get(rocksdb::ReadOptions(), dir_->log(), ShardKey(kAppliedTag, shard), &value);
+  if (s.ok() && value.size() == 16) {
+    log->applied = {GetBigEndian(value, 8), GetBigEndian(absl::string_view(value).substr(8), 8)};
+  } else if (!s.IsNotFound()) {
+    return s.ok() ? absl::DataLossError(absl::StrCat("shard ", shard, ": bad applied record"))
+                  : FromRocks(s, absl::StrCat("reading shard ", shard, "'s applied position"));
+  }
+  // The log's ends: entries trimmed through the applied position leave the
+  // log's end there.
+  log->last = log->applied;
+  log->first_seq = log->applied.seq + 1;
+  const std::string prefix = ShardKey(kEntryTag, shard);
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), dir_->log()));
+  it->Seek(EntryKey(shard, 0));
+  if (it->Valid() && it->key().starts_with(prefix)) {
+    log->first_seq = GetBigEndian(View(it->key()).substr(5), 8);
+    it->SeekForPrev(EntryKey(shard, UINT64_MAX));
+    const absl::string_view entry = View(it->value());
+    if (entry.size() < 9 || static_cast<uint8_t>(entry[0]) != kEntryVersion) {
+      return absl::DataLossError(absl::StrCat("shard ", shard, ": the last log entry is corrupt"));
+    }
+    log->last = {GetBigEndian(entry.substr(1), 8), GetBigEndian(View(it->key()).substr(5), 8)};
+  }
+  return FromRocks(it->status(), absl::StrCat("reading shard ", shard, "'s log"));
+}
+
+LogPosition ReplicationLog::Last(uint32_t shard) const {
+  absl::MutexLock lock(&shards_[shard]->mu);
+  return shards_[shard]->last;
+}
+
+LogPosition ReplicationLog::Applied(uint32_t shard) const {
+  absl::MutexLock lock(&shards_[shard]->mu);
+  return shards_[shard]->applied;
+}
+
+uint64_t ReplicationLog::Promised(uint32_t shard) const {
+  absl::MutexLock lock(&shards_[shard]->mu);
+  return shards_[shard]->promised;
+}
+
+absl::StatusOr<LogPosition> ReplicationLog::Append(uint32_t shard, uint64_t epoch,
+                                                   const std::string& batch) {
+  ShardLog& log = *shards_[shard];
+  absl::MutexLock lock(&log.mu);
+  if (epoch < log.promised || epoch < log.last.epoch) {
+    return absl::FailedPreconditionError(absl::StrCat("shard ", shard, ": epoch ", epoch,
+                                                      " is fenced (promised ", log.promised,
+                                                      ", log at epoch ", log.last.epoch, ")"));
+  }
+  const LogPosition next{epoch, log.last.seq + 1};
+  absl::Status written =
+      FromRocks(dir_->db()->Put(WriteFor(durability_), dir_->log(), EntryKey(shard, next.seq),
+                                EncodeEntry(epoch, batch)),
+                absl::StrCat("appending to shard ", shard, "'s log"));
+  if (!written.ok()) return written;
+  log.last = next;
+  return next;
+}
+
+absl::StatusOr<LogEntry> ReplicationLog::ReadEntry(uint32_t shard, uint64_t seq) const {
+  std::string value;
+  rocksdb::Status s =
+      dir_->db()->Get(rocksdb::ReadOptions(), dir_->log(), EntryKey(shard, seq), &value);
+  if (s.IsNotFound()) {
+    return absl::NotFoundError(absl::StrCat("shard ", shard, ": no log entry ", seq));
+  }
+  if (!s.ok()) return FromRocks(s, absl::StrCat("reading shard ", shard, "'s log entry ", seq));
+  if (value.size() < 9 || static_cast<uint8_t>(value[0]) != kEntryVersion) {
+    return absl::DataLossError(absl::StrCat("shard ", shard, ": log entry ", seq, " is corrupt"));
+  }
+  return LogEntry{GetBigEndian(absl::string_view(value).substr(1), 8), seq, value.substr(9)};
+}
+
+absl::Status ReplicationLog::AppendAfter(uint32_t shard, LogPosition prev,
+                                         const std::vector<LogEntry>& entries) {
+  ShardLog& log = *shards_[shard];
+  absl::MutexLock lock(&log.mu);
+  LogPosition expected = prev;
+  for (const LogEntry& entry : entries) {
+    if (entry.seq != expected.seq + 1 || entry.epoch < expected.epoch) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard ", shard, ": entries must follow ", expected.epoch, "/", expected.seq,
+          " with consecutive seqs and non-decreasing epochs, got ", entry.epoch, "/", entry.seq));
+    }
+    if (entry.epoch < log.promised) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shard ", shard, ": epoch ", entry.epoch, " is fenced (promised ", log.promised, ")"));
+    }
+    expected = entry.position();
+  }
+
+  // The entry at `prev` must be this log's. Trimmed entries were applied,
+  // hence committed, hence the same on every replica.
+  if (prev.seq > log.last.seq) {
+    return absl::AbortedError(absl::StrCat("shard ", shard, ": the log ends at ", log.last.epoch,
+                                           "/", log.last.seq, ", before ", prev.seq));
+  }
+  if (prev.seq >= log.first_seq) {
+    absl::StatusOr<LogEntry> at = ReadEntry(shard, prev.seq);
+    if (!at.ok()) return at.status();
+    if (at->epoch != prev.epoch) {
+      return absl::AbortedError(absl::StrCat("shard ", shard, ": entry ", prev.seq, " is of epoch ",
+                                             at->epoch, ", not ", prev.epoch));
+    }
+  } else if (prev.seq + 1 < log.first_seq) {
+    return absl::AbortedError(absl::StrCat("shard ", shard, ": entries before ", log.first_seq,
+                                           " are trimmed; send from there"));
+  }
+
+  rocksdb::WriteBatch batch;
+  LogPosition last = log.last;
+  bool truncated = false;
+  for (const LogEntry& entry : entries) {
+    if (!truncated && entry.seq <= log.last.seq) {
+      if (entry.seq < log.first_seq) continue;  // Trimmed, hence committed: the same.
+      absl::StatusOr<LogEntry> held = ReadEntry(shard, entry.seq);
+      if (!held.ok()) return held.status();
+      if (held->epoch == entry.epoch) continue;  // Same position, same entry.
+      if (entry.seq <= log.applied.seq) {
+        return absl::InternalError(absl::StrCat("shard ", shard, ": entry ", entry.seq,
+                                                " was applied at epoch ", held->epoch,
+                                                " but the leader's is of epoch ", entry.epoch));
+      }
+      // An uncommitted tail of an older epoch: replaced from here.
+      batch.DeleteRange(dir_->log(), EntryKey(shard, entry.seq), EntryKey(shard, log.last.seq + 1));
+      truncated = true;
+    }
+    batch.Put(dir_->log(), EntryKey(shard, entry.seq), EncodeEntry(entry.epoch, entry.batch));
+    last = entry.position();
+  }
+  if (batch.Count() == 0) return absl::OkStatus();
+  absl::Status written = FromRocks(dir_->db()->Write(WriteFor(durability_), &batch),
+                                   absl::StrCat("appending to shard ", shard, "'s log"));
+  if (!written.ok()) return written;
+  if (truncated || log.last < last) log.last = last;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LogPosition> ReplicationLog::Promise(uint32_t shard, uint64_t epoch) {
+  ShardLog& log = *shards_[shard];
+  absl::MutexLock lock(&log.mu);
+  if (epoch <= log.promised) {
+    return absl::FailedPreconditionError(absl::StrCat("shard ", shard, ": epoch ", log.promised,
+                                                      " is already promised; ", epoch,
+                                                      " is not above it"));
+  }
+  std::string value;
+  PutBigEndian(&value, epoch, 8);
+  // Synced in either durability: a promise forgotten after a power loss
+  // could let a fenced leader gather a majority again.
+  rocksdb::WriteOptions synced;
+  synced.sync = true;
+  absl::Status written =
+      FromRocks(dir_->db()->Put(synced, dir_->log(), ShardKey(kPromiseTag, shard), value),
+                absl::StrCat("persisting shard ", shard, "'s promise"));
+  if (!written.ok()) return written;
+  log.promised = epoch;
+  return log.last;
+}
+
+absl::StatusOr<std::vector<LogEntry>> ReplicationLog::Read(uint32_t shard, uint64_t from_seq,
+                                                           size_t max_bytes) const {
+  const std::string prefix = ShardKey(kEntryTag, shard);
+  std::vector<LogEntry> entries;
+  size_t bytes = 0;
+  std::unique_ptr<rocksdb::Iterator> it(
+      dir_->db()->NewIterator(rocksdb::ReadOptions(), dir_->log()));
+  for (it->Seek(EntryKey(shard, from_seq)); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    const absl::string_view value = View(it->value());
+    const uint64_t seq = GetBigEndian(View(it->key()).substr(5), 8);
+    if (value.size() < 9 || static_cast<uint8_t>(value[0]) != kEntryVersion) {
+      return absl::DataLossError(absl::StrCat("shard ", shard, ": log entry ", seq, " is corrupt"));
+    }
+    if (!entries.empty() && bytes + value.size() > max_bytes) break;
+    entries.push_back({GetBigEndian(value.substr(1), 8), seq, std::string(value.substr(9))});
+    bytes += value.size();
+  }
+  absl::Status s = FromRocks(it->status(), absl::StrCat("reading shard ", shard, "'s log"));
+  if (!s.ok()) return s;
+  return entries;
+}
+
+absl::Status ReplicationLog::ApplyThrough(uint32_t shard, uint64_t seq) {
+  ShardLog& log = *shards_[shard];
+  absl::MutexLock lock(&log.mu);
+  if (seq > log.last.seq) {
+    return absl::OutOfRangeError(
+        absl::StrCat("shard ", shard, ": the log ends at ", log.last.seq, ", before ", seq));
+  }
+  for (uint64_t next = log.applied.seq + 1; next <= seq; ++next) {
+    absl::StatusOr<LogEntry> entry = ReadEntry(shard, next);
+    if (!entry.ok()) {
+      return entry.status().code() == absl::StatusCode::kNotFound
+                 ? absl::DataLossError(entry.status().message())
+                 : entry.status();
+    }
+    rocksdb::WriteBatch logged(entry->batch);
+    rocksdb::WriteBatch apply;
+    ToShardFamily retarget(dir_->shard(shard), &apply);
+    rocksdb::Status s = logged.Iterate(&retarget);
+    if (!s.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("shard ", shard, ": log entry ", next, " does not replay: ", s.ToString()));
+    }
+    const LogPosition applied = entry->position();
+    apply.Put(dir_->log(), ShardKey(kAppliedTag, shard), EncodePosition(applied));
+    absl::Status written = FromRocks(dir_->db()->Write(rocksdb::WriteOptions(), &apply),
+                                     absl::StrCat("applying shard ", shard, "'s log"));
+    if (!written.ok()) return written;
+    log.applied = applied;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplicationLog::TrimThrough(uint32_t shard, uint64_t seq) {
+  ShardLog& log = *shards_[shard];
+  absl::MutexLock lock(&log.mu);
+  if (seq > log.applied.seq) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", shard, ": entry ", seq, " is not applied (applied through ",
+                     log.applied.seq, "); only applied entries may be trimmed"));
+  }
+  if (seq < log.first_seq) return absl::OkStatus();
+  absl::Status deleted =
+      FromRocks(dir_->db()->DeleteRange(rocksdb::WriteOptions(), dir_->log(),
+                                        EntryKey(shard, log.first_seq), EntryKey(shard, seq + 1)),
+                absl::StrCat("trimming shard ", shard, "'s log"));
+  if (!deleted.ok()) return deleted;
+  log.first_seq = seq + 1;
+  return absl::OkStatus();
+}
+
+}  // namespace dedup::storage

@@ -1,0 +1,136 @@
+#ifndef DEDUP_STORAGE_REPLICATION_LOG_H_
+#define DEDUP_STORAGE_REPLICATION_LOG_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/data_dir.h"
+#include "storage/store.h"
+
+namespace dedup::storage {
+
+// Where a replica's log ends, or how far it has applied: the (epoch, seq)
+// of an entry (docs/replication.md §1). Ordered by epoch first. {0, 0} is
+// the empty log.
+struct LogPosition {
+  uint64_t epoch = 0;
+  uint64_t seq = 0;
+
+  bool operator==(const LogPosition& o) const { return epoch == o.epoch && seq == o.seq; }
+  bool operator!=(const LogPosition& o) const { return !(*this == o); }
+  bool operator<(const LogPosition& o) const {
+    return epoch != o.epoch ? epoch < o.epoch : seq < o.seq;
+  }
+};
+
+// One entry of a shard's log: what the leader of `epoch` wrote as the
+// shard's `seq`-th change. `batch` is the representation of a RocksDB
+// WriteBatch (WriteBatch::Data()) whose operations name no column family:
+// they are the shard's record puts and deletes, applied to whichever
+// family holds the shard on the replica that applies them.
+struct LogEntry {
+  uint64_t epoch = 0;
+  uint64_t seq = 0;
+  std::string batch;
+
+  LogPosition position() const { return {epoch, seq}; }
+};
+
+// The per-shard replication log of docs/replication.md §2-§4, kept in the
+// data directory's "replication-log" column family:
+//   - entries, keyed by shard and seq;
+//   - per shard, the highest epoch this replica promised to a candidate;
+//   - per shard, the position applied to the shard's records, written in
+//     the same RocksDB write as the records it applies.
+// Appends are synced in fsync durability and written in buffered, like
+// the records today; applies are never synced, since the log holds them.
+//
+// It keeps the log's invariants and nothing else: entries of a shard have
+// consecutive seqs from the first one kept, epochs never go down along the
+// log, nothing below a promised epoch is appended, and nothing applied is
+// ever truncated. Who leads, what is committed and when to apply are the
+// caller's (the replication layer's) to decide.
+//
+// Thread-safe; calls on one shard are serialized, calls on different
+// shards run in parallel.
+class ReplicationLog {
+ public:
+  // Reads every shard's last entry, applied position and promise from
+  // `dir`, which must outlive the log.
+  static absl::StatusOr<std::unique_ptr<ReplicationLog>> Open(DataDir* dir, Durability durability);
+
+  ReplicationLog(const ReplicationLog&) = delete;
+  ReplicationLog& operator=(const ReplicationLog&) = delete;
+
+  // The last entry of the shard's log ({0, 0} when empty), how far it has
+  // been applied, and the highest epoch promised (0: none).
+  LogPosition Last(uint32_t shard) const;
+  LogPosition Applied(uint32_t shard) const;
+  uint64_t Promised(uint32_t shard) const;
+
+  // As the leader of `epoch`: appends `batch` as the next entry and
+  // returns its position. FAILED_PRECONDITION when `epoch` is below the
+  // promised epoch or the last entry's (this replica was fenced).
+  absl::StatusOr<LogPosition> Append(uint32_t shard, uint64_t epoch, const std::string& batch);
+
+  // As a follower: appends `entries` (consecutive seqs, non-decreasing
+  // epochs) after the entry at `prev` ({0, 0}: the start of the log).
+  //   - FAILED_PRECONDITION (fenced) when an entry's epoch is below the
+  //     promised epoch;
+  //   - ABORTED when the log holds no entry at `prev`: the leader must send
+  //     from an earlier entry (Last() tells where this log ends);
+  //   - entries after `prev` that this log already holds are kept when
+  //     equal and replace the rest of the log from the first that differs
+  //     (an uncommitted tail of an older epoch), unless that would remove
+  //     an applied entry, which is INTERNAL: it would mean a committed
+  //     entry was not on a majority.
+  absl::Status AppendAfter(uint32_t shard, LogPosition prev, const std::vector<LogEntry>& entries);
+
+  // Persists a promise not to accept entries below `epoch` from now on,
+  // and returns the log's last position for the candidate to compare.
+  // FAILED_PRECONDITION when `epoch` is not above the promise already made.
+  absl::StatusOr<LogPosition> Promise(uint32_t shard, uint64_t epoch);
+
+  // Entries from `from_seq` on, in order, up to about `max_bytes` of
+  // batches (at least one entry when there is one).
+  absl::StatusOr<std::vector<LogEntry>> Read(uint32_t shard, uint64_t from_seq,
+                                             size_t max_bytes) const;
+
+  // Applies the entries after Applied() up to and including `seq` to the
+  // shard's records, each in one RocksDB write with the new applied
+  // position. OUT_OF_RANGE when the log does not reach `seq`; DATA_LOSS
+  // when an entry cannot be read back.
+  absl::Status ApplyThrough(uint32_t shard, uint64_t seq);
+
+  // Removes entries up to and including `seq`, which must be applied
+  // (FAILED_PRECONDITION otherwise).
+  absl::Status TrimThrough(uint32_t shard, uint64_t seq);
+
+ private:
+  struct ShardLog {
+    mutable absl::Mutex mu;
+    uint64_t first_seq ABSL_GUARDED_BY(mu) = 1;  // First entry kept.
+    LogPosition last ABSL_GUARDED_BY(mu);
+    LogPosition applied ABSL_GUARDED_BY(mu);
+    uint64_t promised ABSL_GUARDED_BY(mu) = 0;
+  };
+
+  ReplicationLog(DataDir* dir, Durability durability);
+  absl::Status Load(uint32_t shard, ShardLog* log);
+  // The entry at `seq`, or NOT_FOUND.
+  absl::StatusOr<LogEntry> ReadEntry(uint32_t shard, uint64_t seq) const;
+
+  DataDir* const dir_;
+  const Durability durability_;
+  std::vector<std::unique_ptr<ShardLog>> shards_;
+};
+
+}  // namespace dedup::storage
+
+#endif  // DEDUP_STORAGE_REPLICATION_LOG_H_
