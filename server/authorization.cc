@@ -37,11 +37,13 @@ std::string FirstValue(const grpc::AuthContext& auth, const char* property) {
 }
 
 // The token of an "authorization: Bearer TOKEN" header; nullopt when the
-// call sends no authorization header, empty when it sends another scheme.
+// call sends no authorization header, empty when it sends another scheme
+// or more than one header (which a proxy in front might read otherwise).
 std::optional<std::string> BearerToken(const grpc::ServerContextBase& context) {
   const auto& metadata = context.client_metadata();
   const auto it = metadata.find("authorization");
   if (it == metadata.end()) return std::nullopt;
+  if (metadata.count("authorization") != 1) return std::string();
   absl::string_view value(it->second.data(), it->second.size());
   value = absl::StripAsciiWhitespace(value);
   if (value.size() < 7 || !absl::EqualsIgnoreCase(value.substr(0, 7), "bearer ")) {
@@ -188,15 +190,17 @@ absl::StatusOr<Caller> Authorizer::Authenticate(const grpc::ServerContextBase& c
   if (std::optional<std::string> token = BearerToken(context)) {
     if (token->empty()) {
       return absl::UnauthenticatedError(
-          "the authorization header must be \"Bearer TOKEN\" with a non-empty token");
+          "the call must send one authorization header, \"Bearer TOKEN\" with a non-empty "
+          "token");
     }
     MaybeReloadTokens();
     // Looked up by digest: the table never holds a token, and timing of
     // the lookup tells nothing about the preimage of a digest.
+    std::string digest = Sha256Hex(*token);
     const std::shared_ptr<const TokenTable> table = tokens();
-    const auto it = table->find(Sha256Hex(*token));
+    const auto it = table->find(digest);
     if (it == table->end()) return absl::UnauthenticatedError("bearer token not recognized");
-    return Caller{it->second};
+    return Caller{it->second, std::move(digest)};
   }
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   std::string identity = auth != nullptr ? CertificateIdentity(*auth) : "";
@@ -205,7 +209,18 @@ absl::StatusOr<Caller> Authorizer::Authenticate(const grpc::ServerContextBase& c
         "no identity: present a client certificate with a URI or DNS subject alternative name, "
         "or a bearer token");
   }
-  return Caller{std::move(identity)};
+  return Caller{std::move(identity), ""};
+}
+
+absl::Status Authorizer::Recheck(const Caller& caller) {
+  if (!enabled() || caller.token_digest.empty()) return absl::OkStatus();
+  MaybeReloadTokens();
+  const std::shared_ptr<const TokenTable> table = tokens();
+  const auto it = table->find(caller.token_digest);
+  if (it == table->end() || it->second != caller.identity) {
+    return absl::UnauthenticatedError("bearer token revoked while the call was open");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Authorizer::Authorize(const Caller& caller, absl::string_view ns, Role role) const {

@@ -79,6 +79,9 @@ std::string CertificateIdentity(const grpc::AuthContext& auth);
 // authentication is off.
 struct Caller {
   std::string identity;
+  // The SHA-256 of the bearer token the identity came from; empty for a
+  // certificate (or without authentication).
+  std::string token_digest;
 };
 
 // Thread-safe. The tokens file is re-read when its modification time,
@@ -106,6 +109,12 @@ class Authorizer {
   // may use some namespace, since clients route with it.
   absl::Status AuthorizeAny(const Caller& caller) const;
 
+  // For a long call (a Stream), before each message: UNAUTHENTICATED once
+  // the bearer token it was opened with is no longer in the tokens file.
+  // A certificate is checked by TLS when the connection is made;
+  // limits.max_connection_age bounds how long a connection lives.
+  absl::Status Recheck(const Caller& caller);
+
  private:
   explicit Authorizer(const AuthSettings& settings);
 
@@ -118,7 +127,7 @@ class Authorizer {
       return mtime_ns == o.mtime_ns && size == o.size && inode == o.inode;
     }
   };
-  absl::Status LoadTokens(const FileStamp& stamp);
+  absl::Status LoadTokens(const FileStamp& stamp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeReloadTokens();
   std::shared_ptr<const TokenTable> tokens() const;
 

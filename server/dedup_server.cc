@@ -36,6 +36,12 @@ void ApplyTransportLimits(const ServerLimits& limits, grpc::ServerBuilder* build
                               ClampToInt(limits.min_client_ping_interval_ms));
   // A client's keepalive pings between calls are allowed, at the pace above.
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  if (limits.max_connection_age_ms > 0) {
+    builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                                ClampToInt(limits.max_connection_age_ms));
+    builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                                ClampToInt(limits.max_connection_age_grace_ms));
+  }
 }
 
 }  // namespace

@@ -211,7 +211,9 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
     reactor->Finish(status);
   };
   absl::StatusOr<Caller> caller = Authenticate(*context, "");
-  absl::Status admitted = caller.ok() ? CheckBatchSize(*request) : caller.status();
+  absl::Status admitted = caller.ok() ? auth_->AuthorizeAny(*caller) : caller.status();
+  if (caller.ok() && !admitted.ok()) metrics_->RecordDenied("", DenyReason::kNoGrant);
+  if (admitted.ok()) admitted = CheckBatchSize(*request);
   if (!admitted.ok()) {
     finish("", ToGrpcStatus(admitted));
     return reactor;
@@ -287,6 +289,12 @@ grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse>* DedupService::Stre
     grpc::CallbackServerContext* context) {
   absl::StatusOr<Caller> caller = Authenticate(*context, "");
   if (!caller.ok()) return new StreamReactor(this, caller.status(), /*counted=*/false);
+  // An identity without any grant could do nothing with a Stream but hold
+  // one of the server's slots.
+  if (absl::Status any = auth_->AuthorizeAny(*caller); !any.ok()) {
+    metrics_->RecordDenied("", DenyReason::kNoGrant);
+    return new StreamReactor(this, any, /*counted=*/false);
+  }
   if (!TryOpenStream()) {
     return new StreamReactor(this,
                              absl::ResourceExhaustedError(

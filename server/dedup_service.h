@@ -96,6 +96,7 @@ class DedupService final : public v1::Dedup::CallbackService {
   WorkerPool* pool() const { return pool_; }
   const ServerLimits& limits() const { return limits_; }
   Metrics* metrics() const { return metrics_; }
+  Authorizer* auth() const { return auth_; }
   storage::Store* store() const { return store_; }
   const RequestTranslator& translator() const { return translator_; }
 

@@ -42,6 +42,11 @@ struct ServerLimits {
   // RESOURCE_EXHAUSTED. Times max_stream_answer_bytes, it bounds the
   // answers slow readers can make the server hold.
   uint32_t max_open_streams = 128;
+  // A connection older than this is asked to close, and its calls get the
+  // grace to finish: every client reconnects, and so presents its
+  // certificate again, at least this often. 0: no limit.
+  int64_t max_connection_age_ms = 3600'000;
+  int64_t max_connection_age_grace_ms = 30'000;
 };
 
 }  // namespace dedup::server

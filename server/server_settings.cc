@@ -157,6 +157,15 @@ absl::Status ResolveLimits(const v1::LimitsConfig& in, ServerLimits* out) {
   s.Update(ResolveCount(in.scan_workers(), 1, 64, "limits.scan_workers", &out->scan_workers));
   s.Update(ResolveCount(in.max_open_streams(), 1, 100'000, "limits.max_open_streams",
                         &out->max_open_streams));
+  s.Update(ParseDurationField(in.max_connection_age(), out->max_connection_age_ms, 0,
+                              "limits.max_connection_age", &out->max_connection_age_ms));
+  s.Update(ParseDurationField(in.max_connection_age_grace(), out->max_connection_age_grace_ms, 0,
+                              "limits.max_connection_age_grace",
+                              &out->max_connection_age_grace_ms));
+  if (s.ok() && out->max_connection_age_ms > 0 && out->max_connection_age_ms < 1000) {
+    return absl::InvalidArgumentError(
+        "limits.max_connection_age: must be 0s (none) or at least 1s");
+  }
   if (!s.ok()) return s;
   // An answer of max_batch_answer_bytes of records, plus the framing of up
   // to 1,000 items, must fit in one message.
@@ -325,6 +334,11 @@ absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config) {
   if (!s.ok()) return s;
   s = ResolveAuth(config.auth(), &settings.auth);
   if (!s.ok()) return s;
+  if (!settings.auth.tokens_file.empty() && settings.insecure_plaintext) {
+    return absl::InvalidArgumentError(
+        "auth.tokens_file: bearer tokens over plaintext on a non-loopback address can be read "
+        "and replayed by anyone on the network path; configure tls { cert key }");
+  }
   s = ResolveCluster(config.cluster(), &settings);
   if (!s.ok()) return s;
   s = ResolveStorage(config, &settings.store);

@@ -48,7 +48,8 @@ void StreamReactor::OnReadDone(bool ok) {
   // request_.
   v1::BatchRequest request = std::move(request_);
   request_.Clear();
-  absl::Status size = CheckBatchSize(request);
+  absl::Status size = service_->auth()->Recheck(caller_);
+  if (size.ok()) size = CheckBatchSize(request);
   if (!size.ok()) {
     {
       absl::MutexLock lock(&mu_);

@@ -151,7 +151,11 @@ refuse "namespaces.0.name" --set "namespaces[0].name=Bad_Name"
 refuse "helmTest.tlsSecretName" --set tls.enabled=true --set tls.secretName=dedupd-tls
 refuse "tls.certManager.issuerRef.name" --set tls.enabled=true --set tls.certManager.enabled=true \
   --set helmTest.enabled=false
-refuse "auth.tokensSecret: set without auth.grants" --set auth.tokensSecret=dedupd-tokens
+refuse "auth.tokensSecret: set without auth.grants" --set auth.tokensSecret=dedupd-tokens \
+  --set tls.enabled=true --set tls.secretName=dedupd-tls --set helmTest.enabled=false
+refuse "auth.tokensSecret: bearer tokens need tls.enabled" --set auth.tokensSecret=dedupd-tokens \
+  --set "auth.grants[0].identity=a" --set "auth.grants[0].namespaces[0]=payments" \
+  --set "auth.grants[0].roles[0]=claim"
 refuse "auth.grants.0.roles.0" --set "auth.grants[0].identity=a" \
   --set "auth.grants[0].namespaces[0]=payments" --set "auth.grants[0].roles[0]=write"
 refuse "Additional property replica is not allowed" --set replica=3

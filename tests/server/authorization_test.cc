@@ -246,10 +246,13 @@ TEST_P(AuthorizationTest, EachRpcGivesTheExactCodeForEachKindOfCaller) {
     EXPECT_EQ(got.scan, row.want.scan) << "Scan";
     EXPECT_EQ(got.topology, row.want.topology) << "Topology";
   }
-  // Unary calls refused for want of a grant: Claim, Complete, Release,
-  // Extend, Query by both, and Scan by the claimer; Batch and Stream items
-  // by both.
-  EXPECT_EQ(Denied(kNs, "no_grant"), 2 * 5 + 2 * 2 + 2);
+  // Refused for want of a grant, under the namespace: Claim, Complete,
+  // Release, Extend, Query by both; Scan by both; the Batch and Stream items
+  // of the admin. The identity without any grant has its Batch and Stream
+  // refused whole, before any item is read (and Topology): counted as
+  // "other".
+  EXPECT_EQ(Denied(kNs, "no_grant"), 2 * 5 + 2 + 2);
+  EXPECT_EQ(Denied("other", "no_grant"), 3);
 }
 
 TEST_P(AuthorizationTest, DenialsNameTheIdentityTheNamespaceAndTheMissingGrant) {
@@ -365,6 +368,55 @@ TEST_P(BearerTokenTest, AnUnreadableFileKeepsTheTokensLoadedBefore) {
   EXPECT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
 }
 
+TEST_P(BearerTokenTest, AStreamEndsWhenItsTokenIsRevoked) {
+  auto stub = StubWith("", kTokenA);
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto stream = stub->Stream(context.get());
+  v1::BatchRequest batch;
+  *batch.add_operations() = Op(QueryOf(kNs, "k"));
+  v1::BatchResponse response;
+  ASSERT_TRUE(stream->Write(batch) && stream->Read(&response));
+  EXPECT_FALSE(response.results(0).has_error());
+
+  // worker-a's token leaves the file; the others stay.
+  const std::string next = tokens_file_ + ".next";
+  std::ofstream(next) << TokenLine("spiffe://test/worker-b", kTokenB);
+  std::filesystem::rename(next, tokens_file_);
+  int answered = 0;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < give_up && stream->Write(batch) &&
+         stream->Read(&response)) {
+    ++answered;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+      << status.error_message() << " after " << answered << " more batches";
+  EXPECT_EQ(status.error_message(), "bearer token revoked while the call was open");
+}
+
+TEST_P(BearerTokenTest, TheSchemeIsCaseInsensitiveButTwoHeadersAreRefused) {
+  auto stub = StubWith("", "");  // TLS, no call credentials: headers set by hand.
+  v1::QueryResponse response;
+  std::unique_ptr<grpc::ClientContext> lower = NewContext();
+  lower->AddMetadata("authorization", absl::StrCat("bearer ", kTokenA));
+  const grpc::Status accepted = stub->Query(lower.get(), QueryOf(kNs, "k"), &response);
+  EXPECT_TRUE(accepted.ok()) << accepted.error_message();
+
+  std::unique_ptr<grpc::ClientContext> twice = NewContext();
+  twice->AddMetadata("authorization", absl::StrCat("Bearer ", kTokenA));
+  twice->AddMetadata("authorization", absl::StrCat("Bearer ", kTokenB));
+  const grpc::Status refused = stub->Query(twice.get(), QueryOf(kNs, "k"), &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("one authorization header"));
+
+  std::unique_ptr<grpc::ClientContext> basic = NewContext();
+  basic->AddMetadata("authorization", "Basic d29ya2VyOnNlY3JldA==");
+  EXPECT_EQ(stub->Query(basic.get(), QueryOf(kNs, "k"), &response).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+}
+
 INSTANTIATE_TEST_SUITE_P(Tls, BearerTokenTest, ::testing::Values(Transport::kBearerToken));
 
 // --- The parts ---
@@ -423,15 +475,15 @@ TEST(AuthorizationPartsTest, AGrantCoversOnlyItsRolesAndNamespaces) {
   absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(settings);
   ASSERT_TRUE(auth.ok());
   const Authorizer& a = **auth;
-  EXPECT_TRUE(a.Authorize({"id-a"}, "payments", Role::kClaim).ok());
-  EXPECT_TRUE(a.Authorize({"id-a"}, "refunds", Role::kClaim).ok());
-  EXPECT_FALSE(a.Authorize({"id-a"}, "orders", Role::kClaim).ok());
-  EXPECT_TRUE(a.Authorize({"id-a"}, "orders", Role::kAdmin).ok());
-  EXPECT_FALSE(a.Authorize({"id-b"}, "payments", Role::kClaim).ok());
-  EXPECT_FALSE(a.Authorize({"id-b"}, "refunds", Role::kAdmin).ok());
-  EXPECT_FALSE(a.Authorize({"id-c"}, "refunds", Role::kClaim).ok());
-  EXPECT_TRUE(a.AuthorizeAny({"id-b"}).ok());
-  EXPECT_FALSE(a.AuthorizeAny({"id-c"}).ok());
+  EXPECT_TRUE(a.Authorize(Caller{"id-a", ""}, "payments", Role::kClaim).ok());
+  EXPECT_TRUE(a.Authorize(Caller{"id-a", ""}, "refunds", Role::kClaim).ok());
+  EXPECT_FALSE(a.Authorize(Caller{"id-a", ""}, "orders", Role::kClaim).ok());
+  EXPECT_TRUE(a.Authorize(Caller{"id-a", ""}, "orders", Role::kAdmin).ok());
+  EXPECT_FALSE(a.Authorize(Caller{"id-b", ""}, "payments", Role::kClaim).ok());
+  EXPECT_FALSE(a.Authorize(Caller{"id-b", ""}, "refunds", Role::kAdmin).ok());
+  EXPECT_FALSE(a.Authorize(Caller{"id-c", ""}, "refunds", Role::kClaim).ok());
+  EXPECT_TRUE(a.AuthorizeAny(Caller{"id-b", ""}).ok());
+  EXPECT_FALSE(a.AuthorizeAny(Caller{"id-c", ""}).ok());
 }
 
 }  // namespace

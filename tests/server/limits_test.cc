@@ -235,5 +235,35 @@ TEST_F(OpenStreamLimitTest, AStreamPastTheBoundIsRefusedUntilOneCloses) {
   Close(&second);
 }
 
+// Connections asked to close after a second, with a second of grace.
+class ConnectionAgeTest : public ServerTest {
+ protected:
+  std::string Config() const override {
+    return R"pb(
+      durability: "buffered"
+      limits { max_connection_age: "1s" max_connection_age_grace: "1s" }
+    )pb";
+  }
+};
+
+TEST_F(ConnectionAgeTest, AnOldConnectionIsClosedAndTheNextCallReconnects) {
+  // A Stream outlives its connection's age and grace: the server ends it.
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = stub().Stream(context.get());
+  v1::BatchRequest batch;
+  *batch.add_operations() = Op(QueryOf(kNs, "k"));
+  v1::BatchResponse response;
+  ASSERT_TRUE(stream->Write(batch) && stream->Read(&response));
+  const auto opened = std::chrono::steady_clock::now();
+  EXPECT_FALSE(stream->Read(&response)) << "the server sent a message nobody asked for";
+  const auto ended = std::chrono::steady_clock::now() - opened;
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+  EXPECT_LT(ended, std::chrono::seconds(20)) << "ended by the connection's age, not the deadline";
+  // The channel reconnects for the next call.
+  EXPECT_EQ(Query(QueryOf(kNs, "k")).record().state(), v1::STATE_ABSENT);
+}
+
 }  // namespace
 }  // namespace dedup::server::test

@@ -38,6 +38,8 @@ TEST(ServerSettingsTest, LimitsHaveTheirDefaults) {
   EXPECT_EQ(limits.scan_max_examined, 4096u);
   EXPECT_EQ(limits.scan_workers, 2u);
   EXPECT_EQ(limits.max_open_streams, 128u);
+  EXPECT_EQ(limits.max_connection_age_ms, 3600'000);
+  EXPECT_EQ(limits.max_connection_age_grace_ms, 30'000);
 }
 
 TEST(ServerSettingsTest, LimitsAreReadFromTheConfig) {
@@ -143,6 +145,9 @@ TEST(ServerSettingsTest, AuthIsOffWithoutGrantsAndEachGrantIsChecked) {
       {"auth { grants { identity: 'a' namespaces: '*' roles: 'write' } }",
        "auth.grants[0].roles[0]: must be \"claim\" or \"admin\", got \"write\""},
       {"auth { tokens_file: 'tokens' }", "auth.tokens_file: set without auth.grants"},
+      {"listen: '0.0.0.0:7400' insecure: true auth { tokens_file: 'tokens' grants { identity: "
+       "'a' namespaces: '*' roles: 'claim' } }",
+       "auth.tokens_file: bearer tokens over plaintext"},
   };
   for (const auto& refused : kRefused) {
     absl::StatusOr<ServerSettings> settings = Resolve(refused.config);

@@ -132,6 +132,9 @@ namespaces {
   {{- end }}
 }
 {{- end }}
+{{- if and .Values.auth.tokensSecret (not .Values.tls.enabled) }}
+{{- fail "auth.tokensSecret: bearer tokens need tls.enabled; over plaintext anyone on the network path can read and replay them" }}
+{{- end }}
 {{- if and .Values.auth.tokensSecret (not .Values.auth.grants) }}
 {{- fail "auth.tokensSecret: set without auth.grants; grants decide what an identity may do" }}
 {{- end }}
