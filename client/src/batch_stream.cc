@@ -14,12 +14,15 @@ absl::Status FromItemError(const v1::Error& error) {
 
 }  // namespace
 
-BatchStream::BatchStream(LiveCalls* live, std::function<void(BatchStream*)> on_done)
-    : live_(live), on_done_(std::move(on_done)) {}
+BatchStream::BatchStream(LiveCalls* live, std::function<void(size_t)> on_answered,
+                         std::function<void(BatchStream*)> on_done)
+    : live_(live), on_answered_(std::move(on_answered)), on_done_(std::move(on_done)) {}
 
 std::shared_ptr<BatchStream> BatchStream::Open(v1::Dedup::Stub* stub, LiveCalls* live,
+                                               std::function<void(size_t)> on_answered,
                                                std::function<void(BatchStream*)> on_done) {
-  std::shared_ptr<BatchStream> stream(new BatchStream(live, std::move(on_done)));
+  std::shared_ptr<BatchStream> stream(
+      new BatchStream(live, std::move(on_answered), std::move(on_done)));
   stream->self_ = stream;
   stub->async()->Stream(&stream->context_, stream.get());
   stream->StartRead(&stream->response_);
@@ -97,6 +100,7 @@ void BatchStream::OnReadDone(bool ok) {
       waiters[i]->Fire(std::move(*response.mutable_results(i)));
     }
   }
+  on_answered_(1);
 }
 
 void BatchStream::ExpireOverdue(SteadyTime now) {
@@ -134,6 +138,7 @@ void BatchStream::OnDone(const grpc::Status& status) {
   for (auto& [id, waiters] : stranded) {
     for (auto& waiter : waiters) waiter->Fire(error);
   }
+  if (!stranded.empty()) on_answered_(stranded.size());
   on_done_(this);
   std::shared_ptr<BatchStream> last = std::move(self_);  // May destroy this on return.
 }

@@ -27,8 +27,12 @@ class BatchStream final : public grpc::ClientBidiReactor<v1::BatchRequest, v1::B
  public:
   using Waiters = std::vector<std::shared_ptr<Waiter>>;
 
-  // Opens the call. `on_done` runs once, from OnDone, when the call is over.
+  // Opens the call. `on_answered(n)` runs (without locks held) each time n
+  // sent batches are over: 1 when an answer arrives, and the number left
+  // unanswered when the call ends. `on_done` runs once, from OnDone, when
+  // the call is over.
   static std::shared_ptr<BatchStream> Open(v1::Dedup::Stub* stub, LiveCalls* live,
+                                           std::function<void(size_t)> on_answered,
                                            std::function<void(BatchStream*)> on_done);
 
   // Queues `request`, whose i-th operation answers waiters[i]. Returns
@@ -48,13 +52,15 @@ class BatchStream final : public grpc::ClientBidiReactor<v1::BatchRequest, v1::B
   void OnDone(const grpc::Status& status) override;
 
  private:
-  BatchStream(LiveCalls* live, std::function<void(BatchStream*)> on_done);
+  BatchStream(LiveCalls* live, std::function<void(size_t)> on_answered,
+              std::function<void(BatchStream*)> on_done);
   // Starts the next write, or the half-close, if nothing is being written.
   void Pump() ABSL_LOCKS_EXCLUDED(mu_);
 
   const LiveCalls::Token live_;  // First: outlives context_ (see live_calls.h).
   grpc::ClientContext context_;
   v1::BatchResponse response_;  // Owned by the outstanding read.
+  const std::function<void(size_t)> on_answered_;
   const std::function<void(BatchStream*)> on_done_;
   std::shared_ptr<BatchStream> self_;  // Released in OnDone.
 

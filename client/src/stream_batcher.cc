@@ -40,7 +40,7 @@ void StreamBatcher::Send(v1::Operation op, std::shared_ptr<Waiter> waiter) {
     absl::MutexLock lock(&mu_);
     queued_.push_back(std::move(op));
     queued_waiters_.push_back(std::move(waiter));
-    if (static_cast<int>(queued_.size()) >= max_batch_) {
+    if (unanswered_ == 0 || static_cast<int>(queued_.size()) >= max_batch_) {
       full = TakeBatch();
     } else if (!flush_scheduled_) {
       flush_scheduled_ = true;
@@ -51,6 +51,7 @@ void StreamBatcher::Send(v1::Operation op, std::shared_ptr<Waiter> waiter) {
 }
 
 StreamBatcher::Batch StreamBatcher::TakeBatch() {
+  ++unanswered_;
   Batch batch;
   batch.request.set_batch_id(next_batch_id_++);
   for (auto& op : queued_) *batch.request.add_operations() = std::move(op);
@@ -78,8 +79,9 @@ void StreamBatcher::Dispatch(Batch batch) {
     {
       absl::MutexLock lock(&mu_);
       if (current_ == nullptr || attempt > 0) {
-        current_ =
-            BatchStream::Open(stub_, live_calls_, [this](BatchStream* s) { StreamEnded(s); });
+        current_ = BatchStream::Open(
+            stub_, live_calls_, [this](size_t n) { Answered(n); },
+            [this](BatchStream* s) { StreamEnded(s); });
         live_.push_back(current_);
       }
       stream = current_;
@@ -89,6 +91,19 @@ void StreamBatcher::Dispatch(Batch batch) {
   for (auto& waiter : batch.waiters) {
     waiter->Fire(absl::UnavailableError("cannot open a stream to dedupd"));
   }
+  Answered(1);
+}
+
+void StreamBatcher::Answered(size_t n) {
+  Batch next;
+  {
+    absl::MutexLock lock(&mu_);
+    unanswered_ -= std::min(n, unanswered_);
+    // Nothing is in the air any more: what waited for it leaves now.
+    if (unanswered_ > 0 || queued_.empty()) return;
+    next = TakeBatch();
+  }
+  Dispatch(std::move(next));
 }
 
 void StreamBatcher::StreamEnded(BatchStream* stream) {

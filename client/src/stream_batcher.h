@@ -15,9 +15,13 @@
 namespace dedup::client {
 
 // Coalesces operations from any number of threads into batches on a shared
-// Stream: a batch leaves when it holds `max_batch` operations or `window`
-// after its first one arrived, whichever is sooner. A broken stream is
-// replaced on the next batch. Overdue operations are answered
+// Stream, the way Nagle's algorithm coalesces small TCP writes: an
+// operation that finds no batch unanswered leaves at once, alone; the
+// operations that arrive while batches are unanswered wait and leave
+// together when the last of those is answered, when they make `max_batch`,
+// or `window` after the first of them arrived, whichever is soonest. So a
+// lone call costs no window, and a busy client sends full batches. A broken
+// stream is replaced on the next batch. Overdue operations are answered
 // DEADLINE_EXCEEDED by a sweep every few milliseconds. The window and the
 // sweeps are timed on the scheduler's clock. Thread-safe.
 class StreamBatcher {
@@ -43,6 +47,8 @@ class StreamBatcher {
   Batch TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(Batch batch) ABSL_LOCKS_EXCLUDED(mu_);
   void StreamEnded(BatchStream* stream);
+  // `n` dispatched batches are over (answered, or their stream ended).
+  void Answered(size_t n);
 
   v1::Dedup::Stub* const stub_;
   Scheduler* const scheduler_;
@@ -54,6 +60,8 @@ class StreamBatcher {
   std::vector<v1::Operation> queued_ ABSL_GUARDED_BY(mu_);
   BatchStream::Waiters queued_waiters_ ABSL_GUARDED_BY(mu_);
   bool flush_scheduled_ ABSL_GUARDED_BY(mu_) = false;
+  // Batches dispatched and not yet answered, on every stream.
+  size_t unanswered_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_batch_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::shared_ptr<BatchStream> current_ ABSL_GUARDED_BY(mu_);
   // Streams not yet ended (the current one and broken ones finishing).

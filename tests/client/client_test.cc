@@ -246,6 +246,61 @@ TEST_P(ClientRetryTest, SettingTheWallClockDuringACallDoesNotMoveItsDeadline) {
 INSTANTIATE_TEST_SUITE_P(CoalescedAndUnary, ClientRetryTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Coalesced" : "Unary"; });
 
+// Coalescing on a clock that never moves, with an hour-long window: calls
+// can only be answered if they never wait for the window.
+class NagleCoalescingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = TestServer::Start(R"pb(durability: "buffered")pb", nullptr);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    ClientOptions options;
+    options.endpoint = absl::StrCat("127.0.0.1:", server_->server().port());
+    options.coalesce = true;
+    options.batch_window = absl::Hours(1);
+    options.clock = &clock_;
+    auto client = Client::Create(options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = std::move(*client);
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<TestServer> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(NagleCoalescingTest, ALoneCallLeavesAtOnce) {
+  auto call = std::async(std::launch::async, [&] { return client_->Claim(ClaimOf("o-1", "w")); });
+  ASSERT_EQ(call.wait_for(std::chrono::seconds(20)), std::future_status::ready)
+      << "the call waited for the batch window";
+  auto claimed = call.get();
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  EXPECT_EQ(claimed->outcome(), v1::ClaimResponse::ACQUIRED);
+}
+
+TEST_F(NagleCoalescingTest, CallsMadeWhileABatchIsInTheAirLeaveWhenItIsAnswered) {
+  constexpr int kCallers = 32;
+  constexpr int kCallsEach = 20;
+  std::vector<std::future<int>> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.push_back(std::async(std::launch::async, [this, c] {
+      int acquired = 0;
+      for (int i = 0; i < kCallsEach; ++i) {
+        auto claimed = client_->Claim(ClaimOf(absl::StrCat("k-", c, "-", i), "w"));
+        if (claimed.ok() && claimed->outcome() == v1::ClaimResponse::ACQUIRED) ++acquired;
+      }
+      return acquired;
+    }));
+  }
+  int acquired = 0;
+  for (auto& caller : callers) {
+    ASSERT_EQ(caller.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+        << "calls waited for the batch window";
+    acquired += caller.get();
+  }
+  EXPECT_EQ(acquired, kCallers * kCallsEach);
+}
+
 TEST(ClientOptionsTest, RejectsBadOptions) {
   ClientOptions options;
   options.max_batch = 0;

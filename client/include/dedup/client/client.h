@@ -30,9 +30,12 @@ struct ClientOptions {
   // the deadline allows.
   absl::Duration initial_backoff = absl::Milliseconds(10);
   absl::Duration max_backoff = absl::Milliseconds(500);
-  // Coalescing: calls made within `batch_window` of each other (from any
-  // thread) travel together as one batch on a shared Stream, at most
-  // `max_batch` per batch. false: every call is its own unary RPC.
+  // Coalescing: calls from any thread travel as batches on a shared Stream,
+  // as Nagle's algorithm does for TCP. A call that finds no batch in the
+  // air leaves at once; calls made while batches are in the air wait for
+  // the last of them to be answered, for `max_batch` of them, or for
+  // `batch_window`, whichever comes first, and leave together. false:
+  // every call is its own unary RPC.
   bool coalesce = true;
   absl::Duration batch_window = absl::Microseconds(200);
   int max_batch = 64;
