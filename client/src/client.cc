@@ -36,6 +36,7 @@ NodeConnection::Options ConnectionOptions(const ClientOptions& options) {
   connection.coalesce = options.coalesce;
   connection.batch_window = options.batch_window;
   connection.max_batch = options.max_batch;
+  connection.max_batches_in_flight = options.max_batches_in_flight;
   return connection;
 }
 
@@ -176,6 +177,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   if (options.max_batch < 1 || options.max_batch > 1000) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_batch: must be 1..1000, got ", options.max_batch));
+  }
+  if (options.max_batches_in_flight < 1 || options.max_batches_in_flight > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batches_in_flight: must be 1..16, got ", options.max_batches_in_flight));
   }
   if (options.default_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("default_timeout: must be positive");

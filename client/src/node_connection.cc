@@ -20,7 +20,7 @@ NodeConnection::NodeConnection(std::string address, const Options& options, Sche
       health_(grpc::health::v1::Health::NewStub(channel_)) {
   if (options.coalesce) {
     batcher_ = std::make_unique<StreamBatcher>(stub_.get(), scheduler, live, options.batch_window,
-                                               options.max_batch);
+                                               options.max_batch, options.max_batches_in_flight);
   }
 }
 

@@ -23,6 +23,7 @@ class NodeConnection {
     bool coalesce = true;
     absl::Duration batch_window;
     int max_batch = 64;
+    int max_batches_in_flight = 4;
   };
 
   // `scheduler` and `live` must outlive the connection; the scheduler must

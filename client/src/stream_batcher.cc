@@ -11,12 +11,13 @@ constexpr absl::Duration kSweepInterval = absl::Milliseconds(5);
 }  // namespace
 
 StreamBatcher::StreamBatcher(v1::Dedup::Stub* stub, Scheduler* scheduler, LiveCalls* live,
-                             absl::Duration window, int max_batch)
+                             absl::Duration window, int max_batch, int max_in_flight)
     : stub_(stub),
       scheduler_(scheduler),
       live_calls_(live),
       window_(window),
-      max_batch_(std::max(max_batch, 1)) {
+      max_batch_(std::max(max_batch, 1)),
+      max_in_flight_(static_cast<size_t>(std::max(max_in_flight, 1))) {
   scheduler_->After(kSweepInterval, [this] { Sweep(); });
 }
 
@@ -40,7 +41,7 @@ void StreamBatcher::Send(v1::Operation op, std::shared_ptr<Waiter> waiter) {
     absl::MutexLock lock(&mu_);
     queued_.push_back(std::move(op));
     queued_waiters_.push_back(std::move(waiter));
-    if (unanswered_ == 0 || static_cast<int>(queued_.size()) >= max_batch_) {
+    if (unanswered_ < max_in_flight_ || static_cast<int>(queued_.size()) >= max_batch_) {
       full = TakeBatch();
     } else if (!flush_scheduled_) {
       flush_scheduled_ = true;
@@ -99,8 +100,8 @@ void StreamBatcher::Answered(size_t n) {
   {
     absl::MutexLock lock(&mu_);
     unanswered_ -= std::min(n, unanswered_);
-    // Nothing is in the air any more: what waited for it leaves now.
-    if (unanswered_ > 0 || queued_.empty()) return;
+    // Room in the air again: what waited for it leaves now.
+    if (unanswered_ >= max_in_flight_ || queued_.empty()) return;
     next = TakeBatch();
   }
   Dispatch(std::move(next));

@@ -15,12 +15,13 @@
 namespace dedup::client {
 
 // Coalesces operations from any number of threads into batches on a shared
-// Stream, the way Nagle's algorithm coalesces small TCP writes: an
-// operation that finds no batch unanswered leaves at once, alone; the
-// operations that arrive while batches are unanswered wait and leave
-// together when the last of those is answered, when they make `max_batch`,
-// or `window` after the first of them arrived, whichever is soonest. So a
-// lone call costs no window, and a busy client sends full batches. A broken
+// Stream, much as Nagle's algorithm coalesces small TCP writes: an
+// operation that finds fewer than `max_in_flight` batches unanswered leaves
+// at once; the operations that arrive while that many are unanswered wait
+// and leave together when one of those is answered, when they make
+// `max_batch`, or `window` after the first of them arrived, whichever is
+// soonest. So a call on a quiet client costs no window, and a busy client
+// sends full batches. A broken
 // stream is replaced on the next batch. Overdue operations are answered
 // DEADLINE_EXCEEDED by a sweep every few milliseconds. The window and the
 // sweeps are timed on the scheduler's clock. Thread-safe.
@@ -29,7 +30,7 @@ class StreamBatcher {
   // `stub` and `scheduler` must outlive the batcher, and the scheduler must
   // run no more of its tasks by the time the batcher is destroyed.
   StreamBatcher(v1::Dedup::Stub* stub, Scheduler* scheduler, LiveCalls* live, absl::Duration window,
-                int max_batch);
+                int max_batch, int max_in_flight);
   // Half-closes the stream and waits until every stream has ended.
   ~StreamBatcher();
 
@@ -55,6 +56,7 @@ class StreamBatcher {
   LiveCalls* const live_calls_;
   const absl::Duration window_;
   const int max_batch_;
+  const size_t max_in_flight_;
 
   absl::Mutex mu_;
   std::vector<v1::Operation> queued_ ABSL_GUARDED_BY(mu_);

@@ -247,7 +247,8 @@ INSTANTIATE_TEST_SUITE_P(CoalescedAndUnary, ClientRetryTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Coalesced" : "Unary"; });
 
 // Coalescing on a clock that never moves, with an hour-long window: calls
-// can only be answered if they never wait for the window.
+// can only be answered if they never wait for the window. One batch in the
+// air at most, so that the others wait for its answer.
 class NagleCoalescingTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -258,6 +259,7 @@ class NagleCoalescingTest : public ::testing::Test {
     options.endpoint = absl::StrCat("127.0.0.1:", server_->server().port());
     options.coalesce = true;
     options.batch_window = absl::Hours(1);
+    options.max_batches_in_flight = 1;
     options.clock = &clock_;
     auto client = Client::Create(options);
     ASSERT_TRUE(client.ok()) << client.status();
@@ -308,6 +310,12 @@ TEST(ClientOptionsTest, RejectsBadOptions) {
   options = ClientOptions();
   options.endpoint = "";
   EXPECT_EQ(Client::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  for (int in_flight : {0, 17}) {
+    options = ClientOptions();
+    options.max_batches_in_flight = in_flight;
+    EXPECT_EQ(Client::Create(options).status().code(), absl::StatusCode::kInvalidArgument)
+        << in_flight;
+  }
 }
 
 }  // namespace

@@ -31,14 +31,17 @@ struct ClientOptions {
   absl::Duration initial_backoff = absl::Milliseconds(10);
   absl::Duration max_backoff = absl::Milliseconds(500);
   // Coalescing: calls from any thread travel as batches on a shared Stream,
-  // as Nagle's algorithm does for TCP. A call that finds no batch in the
-  // air leaves at once; calls made while batches are in the air wait for
-  // the last of them to be answered, for `max_batch` of them, or for
-  // `batch_window`, whichever comes first, and leave together. false:
-  // every call is its own unary RPC.
+  // much as Nagle's algorithm does for TCP. A call that finds fewer than
+  // `max_batches_in_flight` batches in the air leaves at once; calls made
+  // while that many are in the air wait for one of them to be answered,
+  // for `max_batch` of them, or for `batch_window`, whichever comes first,
+  // and leave together. false: every call is its own unary RPC.
   bool coalesce = true;
   absl::Duration batch_window = absl::Microseconds(200);
   int max_batch = 64;
+  // At most 16: dedupd stops reading a Stream with 16 batches unanswered
+  // (its limits.max_stream_batches).
+  int max_batches_in_flight = 4;
   // Where the client reads time; null means SystemClock::Default(). Must
   // outlive the client. Timeouts, backoffs and batch windows all run on it
   // (see clock.h), so on a clock a test moves by hand they last until the
