@@ -6,9 +6,11 @@ grpc_python_plugin into a temp dir, starts the dedupd binary on
 127.0.0.1 port 0, and checks Claim / Complete / Query and a bad input.
 Then, against a dedupd with mutual TLS, bearer tokens and grants
 (certificates made by openssl here), runs the example
-client/examples/session.py and checks what each kind of caller gets.
+client/examples/session.py and dedupctl and checks what each kind of caller
+gets.
 
-    python_client_test.py --dedupd build/server/dedupd --proto proto
+    python_client_test.py --dedupd build/server/dedupd --dedupctl build/client/dedupctl \
+        --proto proto
 """
 import argparse
 import os
@@ -233,6 +235,25 @@ class PythonTlsAuthTest(unittest.TestCase):
                          "identity 'spiffe://py/nobody' has no 'claim' grant on namespace "
                          "'coupon-deduct'")
 
+    def test_dedupctl_with_a_bearer_token(self):
+        base = [ARGS.dedupctl, "--endpoint=" + self.target, "--tls_ca=" + self.path("ca.pem"),
+                "--tls_cert=" + self.path("nobody.pem"), "--tls_key=" + self.path("nobody.key")]
+        run = subprocess.run(base + ["--bearer_token_file=" + self.path("token"), "claim",
+                                     "coupon-deduct", "ctl-1", "--owner=ctl"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("ACQUIRED", run.stdout)
+        denied = subprocess.run(base + ["claim", "coupon-deduct", "ctl-2", "--owner=ctl"],
+                                capture_output=True, text=True, timeout=30)
+        self.assertEqual(denied.returncode, 1, denied.stdout)
+        self.assertIn("identity 'spiffe://py/nobody' has no 'claim' grant", denied.stderr)
+        plaintext = subprocess.run(
+            [ARGS.dedupctl, "--endpoint=" + self.target,
+             "--bearer_token_file=" + self.path("token"), "health"],
+            capture_output=True, text=True, timeout=30)
+        self.assertEqual(plaintext.returncode, 2)
+        self.assertIn("--bearer_token_file needs TLS", plaintext.stderr)
+
     def test_plaintext_is_refused(self):
         stub = rpc.DedupStub(grpc.insecure_channel(self.target))
         with self.assertRaises(grpc.RpcError) as raised:
@@ -244,5 +265,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--dedupd", required=True)
     parser.add_argument("--proto", required=True)
+    parser.add_argument("--dedupctl", required=True)
     ARGS, rest = parser.parse_known_args()
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
