@@ -52,6 +52,18 @@ std::optional<std::string> BearerToken(const grpc::ServerContextBase& context) {
   return std::string(absl::StripLeadingAsciiWhitespace(value.substr(7)));
 }
 
+// The parsed tokens file at `path`.
+absl::StatusOr<TokenTable> ReadTokensFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  if (in) text << in.rdbuf();
+  if (!in) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("auth.tokens_file: cannot read '", path, "'"));
+  }
+  return ParseTokens(text.str(), path);
+}
+
 }  // namespace
 
 const char* RoleName(Role role) {
@@ -125,6 +137,17 @@ std::string CertificateIdentity(const grpc::AuthContext& auth) {
   return identity;
 }
 
+Authorizer::FileStamp Authorizer::StampOf(const std::string& path) {
+  FileStamp stamp;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    stamp.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    stamp.size = st.st_size;
+    stamp.inode = st.st_ino;
+  }
+  return stamp;
+}
+
 Authorizer::Authorizer(const AuthSettings& settings)
     : settings_(settings), tokens_(std::make_shared<TokenTable>()) {
   for (const Grant& grant : settings_.grants) grants_[grant.identity].push_back(&grant);
@@ -133,50 +156,39 @@ Authorizer::Authorizer(const AuthSettings& settings)
 absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::Create(const AuthSettings& settings) {
   std::unique_ptr<Authorizer> authorizer(new Authorizer(settings));
   if (!settings.tokens_file.empty()) {
+    absl::StatusOr<TokenTable> table = ReadTokensFile(settings.tokens_file);
+    if (!table.ok()) return table.status();
     absl::MutexLock lock(&authorizer->mu_);
-    absl::Status loaded = authorizer->LoadTokens(FileStamp());
-    if (!loaded.ok()) return loaded;
+    authorizer->tokens_ = std::make_shared<const TokenTable>(*std::move(table));
+    authorizer->stamp_ = StampOf(settings.tokens_file);
   }
   return authorizer;
-}
-
-absl::Status Authorizer::LoadTokens(const FileStamp& stamp) {
-  std::ifstream in(settings_.tokens_file);
-  std::stringstream text;
-  if (in) text << in.rdbuf();
-  if (!in) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("auth.tokens_file: cannot read '", settings_.tokens_file, "'"));
-  }
-  absl::StatusOr<TokenTable> table = ParseTokens(text.str(), settings_.tokens_file);
-  if (!table.ok()) return table.status();
-  tokens_ = std::make_shared<const TokenTable>(*std::move(table));
-  stamp_ = stamp;
-  return absl::OkStatus();
 }
 
 void Authorizer::MaybeReloadTokens() {
   if (settings_.tokens_file.empty()) return;
   const auto now = std::chrono::steady_clock::now();
-  absl::MutexLock lock(&mu_);
-  if (now < next_check_) return;
-  next_check_ = now + std::chrono::milliseconds(settings_.refresh_interval_ms);
-  struct stat st;
-  FileStamp stamp;
-  if (::stat(settings_.tokens_file.c_str(), &st) == 0) {
-    stamp.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-    stamp.size = st.st_size;
-    stamp.inode = st.st_ino;
+  FileStamp seen;
+  {
+    absl::MutexLock lock(&mu_);
+    if (now < next_check_) return;
+    // This caller does the check; the file is read without the lock, so
+    // that other calls never wait on the file system.
+    next_check_ = now + std::chrono::milliseconds(settings_.refresh_interval_ms);
+    seen = stamp_;
   }
-  if (stamp == stamp_) return;
-  absl::Status loaded = LoadTokens(stamp);
-  if (loaded.ok()) {
+  const FileStamp stamp = StampOf(settings_.tokens_file);
+  if (stamp == seen) return;
+  absl::StatusOr<TokenTable> table = ReadTokensFile(settings_.tokens_file);
+  absl::MutexLock lock(&mu_);
+  stamp_ = stamp;  // A file that does not parse is reported once per change.
+  if (table.ok()) {
+    tokens_ = std::make_shared<const TokenTable>(*std::move(table));
     spdlog::info("auth: reloaded {} bearer token(s) from {}", tokens_->size(),
                  settings_.tokens_file);
   } else {
-    stamp_ = stamp;  // Logged once per change, not once per check.
     spdlog::error("auth: keeping the {} bearer token(s) loaded before: {}", tokens_->size(),
-                  std::string(loaded.message()));
+                  std::string(table.status().message()));
   }
 }
 

@@ -127,8 +127,9 @@ class Authorizer {
       return mtime_ns == o.mtime_ns && size == o.size && inode == o.inode;
     }
   };
-  absl::Status LoadTokens(const FileStamp& stamp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeReloadTokens();
+  // The stamp of the file at `path`; the empty stamp when it is missing.
+  static FileStamp StampOf(const std::string& path);
+  void MaybeReloadTokens() ABSL_LOCKS_EXCLUDED(mu_);
   std::shared_ptr<const TokenTable> tokens() const;
 
   const AuthSettings settings_;

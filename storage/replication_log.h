@@ -58,7 +58,9 @@ struct LogEntry {
 // caller's (the replication layer's) to decide.
 //
 // Thread-safe; calls on one shard are serialized, calls on different
-// shards run in parallel.
+// shards run in parallel. A shard's mutex is held across its RocksDB
+// writes on purpose: it orders the shard's appends and keeps its positions
+// equal to what is on disk, and only callers of that shard wait.
 class ReplicationLog {
  public:
   // Reads every shard's last entry, applied position and promise from
