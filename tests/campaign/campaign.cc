@@ -600,20 +600,19 @@ int Campaign::Run() {
   const auto time_left = [&] {
     return args_.duration_s <= 0 || MsSince(start_) < args_.duration_s * 1000;
   };
-  while (ok && time_left() &&
-         (sigkill < args_.sigkill || power < args_.power_loss || disk < args_.disk_full ||
-          steps < args_.clock_steps)) {
-    // Interleaved, in proportion to what each kind has left.
-    if (sigkill < args_.sigkill) ok = ok && SigkillCycle(++sigkill);
-    if (ok && power < args_.power_loss && time_left()) ok = PowerLossCycle(++power);
-    if (ok && disk < args_.disk_full && time_left() &&
-        disk * args_.power_loss <= power * args_.disk_full) {
-      ok = DiskFullEpisode(++disk);
-    }
-    if (ok && steps < args_.clock_steps && time_left() &&
-        steps * std::max(args_.sigkill, 1) <= sigkill * args_.clock_steps) {
-      ok = ClockStepCycle(++steps);
-    }
+  // Interleaved: after round r of `most`, each kind has done about r/most
+  // of its cycles, so a time bound cuts every kind short alike.
+  const int most =
+      std::max({args_.sigkill, args_.power_loss, args_.disk_full, args_.clock_steps, 1});
+  const auto due = [&](int done, int total, int round) {
+    return ok && time_left() && done < total &&
+           static_cast<int64_t>(done) * most < static_cast<int64_t>(round) * total;
+  };
+  for (int round = 1; ok && time_left() && round <= most; ++round) {
+    while (due(sigkill, args_.sigkill, round)) ok = SigkillCycle(++sigkill);
+    while (due(power, args_.power_loss, round)) ok = PowerLossCycle(++power);
+    while (due(disk, args_.disk_full, round)) ok = DiskFullEpisode(++disk);
+    while (due(steps, args_.clock_steps, round)) ok = ClockStepCycle(++steps);
   }
   if (server_ != nullptr) {
     (void)server_->process().Terminate(milliseconds(15'000));
