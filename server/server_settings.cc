@@ -116,6 +116,19 @@ absl::Status ResolveStorage(const v1::ServerConfig& config, storage::StoreOption
   s.Update(ParseDurationField(config.periodic_compaction(), 24 * 3600'000LL, 0,
                               "periodic_compaction", &periodic_ms));
   out->periodic_compaction_seconds = static_cast<uint64_t>(periodic_ms / 1000);
+  s.Update(ParseDurationField(config.clock_step_tolerance(), 1000, 100, "clock_step_tolerance",
+                              &out->clock_step_tolerance_ms));
+  s.Update(ParseDurationField(config.clock_step_confirmation(), 10 * 60'000, 0,
+                              "clock_step_confirmation", &out->clock_step_confirmation_ms));
+  if (s.ok() && out->clock_step_tolerance_ms > 3600'000) {
+    s = absl::InvalidArgumentError(absl::StrCat("clock_step_tolerance: must be at most 1h, got ",
+                                                out->clock_step_tolerance_ms, "ms"));
+  }
+  if (s.ok() && out->clock_step_confirmation_ms > 24 * 3600'000) {
+    s = absl::InvalidArgumentError(
+        absl::StrCat("clock_step_confirmation: must be at most 24h, got ",
+                     out->clock_step_confirmation_ms, "ms"));
+  }
   return s;
 }
 

@@ -10,6 +10,12 @@ int64_t SystemClock::NowMs() const {
       .count();
 }
 
+int64_t SystemClock::SteadyMs() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 SystemClock* SystemClock::Default() {
   static SystemClock* const clock = new SystemClock();
   return clock;

@@ -31,6 +31,7 @@ constexpr char kIdentityKey[] = "meta:identity";
 constexpr char kLogFamily[] = "replication-log";
 constexpr char kFormat[] = "1";
 constexpr char kShardFamilyPrefix[] = "shard-";
+constexpr char kClockMarkKey[] = "meta:clock-mark";
 
 std::string CeilingKey(uint32_t shard) { return absl::StrCat("ceiling:", ShardName(shard)); }
 
@@ -41,13 +42,13 @@ rocksdb::WriteOptions Synced() {
 }
 
 rocksdb::ColumnFamilyOptions ShardFamilyOptions(const StoreOptions& options,
-                                                CompactionDrops* drops) {
+                                                const StorageTime* time, CompactionDrops* drops) {
   rocksdb::BlockBasedTableOptions table;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   rocksdb::ColumnFamilyOptions shard;
   shard.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   shard.compaction_filter_factory = std::make_shared<TtlCompactionFilterFactory>(
-      options.clock, options.abandoned_grace_ms, drops);
+      [time] { return time->CompactionNowMs(); }, options.abandoned_grace_ms, drops);
   shard.level_compaction_dynamic_level_bytes = true;
   // Most claims are of new keys: a memtable bloom filter answers "not
   // there" without walking the skip list (a profile showed the walk at a
@@ -59,6 +60,10 @@ rocksdb::ColumnFamilyOptions ShardFamilyOptions(const StoreOptions& options,
     shard.periodic_compaction_seconds = options.periodic_compaction_seconds;
   }
   return shard;
+}
+
+bool UnprotectedClock(const StoreOptions& options) {
+  return options.env_for_testing != nullptr && options.env_for_testing->unprotected_clock;
 }
 
 }  // namespace
@@ -98,7 +103,11 @@ class DataDir::ErrorListener final : public rocksdb::EventListener {
 };
 
 DataDir::DataDir(const StoreOptions& options)
-    : options_(options), listener_(std::make_shared<ErrorListener>()) {}
+    : options_(options),
+      listener_(std::make_shared<ErrorListener>()),
+      time_(std::make_unique<StorageTime>(options.clock, options.clock_step_tolerance_ms,
+                                          options.clock_step_confirmation_ms,
+                                          UnprotectedClock(options))) {}
 
 absl::StatusOr<std::unique_ptr<DataDir>> DataDir::Open(const StoreOptions& options,
                                                        CompactionDrops* drops) {
@@ -144,7 +153,8 @@ absl::Status DataDir::OpenDb(CompactionDrops* drops) {
         [](const std::string& family) { return absl::StartsWith(family, kShardFamilyPrefix); }));
   }
 
-  const rocksdb::ColumnFamilyOptions shard_options = ShardFamilyOptions(options_, drops);
+  const rocksdb::ColumnFamilyOptions shard_options =
+      ShardFamilyOptions(options_, time_.get(), drops);
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
   for (uint32_t i = 0; i < shards; ++i) descriptors.emplace_back(ShardName(i), shard_options);
@@ -165,7 +175,9 @@ absl::Status DataDir::OpenDb(CompactionDrops* drops) {
   log_ = handles.back();
   absl::Status status = exists ? CheckMeta() : WriteMeta();
   if (!status.ok()) return status;
-  return LoadTokenCeilings();
+  status = LoadTokenCeilings();
+  if (!status.ok()) return status;
+  return LoadClockMark();
 }
 
 absl::Status DataDir::WriteMeta() {
@@ -220,6 +232,23 @@ absl::Status DataDir::LoadTokenCeilings() {
                            "cannot persist token ceiling");
         }));
   }
+  return absl::OkStatus();
+}
+
+absl::Status DataDir::LoadClockMark() {
+  std::string stored;
+  int64_t mark = 0;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, kClockMarkKey, &stored);
+  if (s.ok() && !absl::SimpleAtoi(stored, &mark)) {
+    return absl::DataLossError(absl::StrCat("high-water mark of time is damaged: '", stored, "'"));
+  }
+  if (!s.ok() && !s.IsNotFound()) {
+    return FromRocks(s, "cannot read the high-water mark of time");
+  }
+  time_->Start(mark, [this](int64_t next) {
+    return FromRocks(db_->Put(Synced(), meta_, kClockMarkKey, std::to_string(next)),
+                     "cannot persist the high-water mark of time");
+  });
   return absl::OkStatus();
 }
 

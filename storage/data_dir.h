@@ -11,6 +11,7 @@
 #include "rocksdb/db.h"
 #include "rocksdb/statistics.h"
 #include "storage/compaction_drops.h"
+#include "storage/storage_time.h"
 #include "storage/store.h"
 #include "storage/token_allocator.h"
 
@@ -19,7 +20,8 @@ namespace dedup::storage {
 // The on-disk format of a data directory. RocksDB with:
 //   - the default column family for meta keys: the shard count, the format
 //     version, the identity the directory was made for ("node 1 of 3") and
-//     each shard's persisted token ceiling;
+//     each shard's persisted token ceiling and the high-water mark of
+//     storage time;
 //   - one column family per shard ("shard-0007") holding its records, with
 //     the TTL compaction filter;
 //   - "replication-log": the shards' replication logs (replication_log.h),
@@ -52,6 +54,9 @@ class DataDir {
   // in the meta family.
   TokenAllocator* tokens(uint32_t index) const { return tokens_[index].get(); }
 
+  // Storage time, whose high-water mark is persisted in the meta family.
+  StorageTime* time() const { return time_.get(); }
+
   const std::string& path() const { return options_.path; }
 
   // Microseconds writers have waited for RocksDB (delayed or stopped
@@ -77,9 +82,13 @@ class DataDir {
   absl::Status WriteMeta();
   absl::Status CheckMeta() const;
   absl::Status LoadTokenCeilings();
+  absl::Status LoadClockMark();
 
   const StoreOptions options_;
   std::shared_ptr<ErrorListener> listener_;
+  // Made before RocksDB opens (the compaction filter reads it) and started
+  // once the stored mark is read.
+  const std::unique_ptr<StorageTime> time_;
   // Tickers only (no histograms or timers): the write-stall time.
   std::shared_ptr<rocksdb::Statistics> statistics_;
   rocksdb::DB* db_ = nullptr;

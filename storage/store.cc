@@ -31,6 +31,11 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   if (options.clock == nullptr) {
     return absl::InvalidArgumentError("clock is null");
   }
+  if (options.clock_step_tolerance_ms < 1 || options.clock_step_confirmation_ms < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("clock step tolerance must be at least 1 ms and confirmation at least 0, got ",
+                     options.clock_step_tolerance_ms, " and ", options.clock_step_confirmation_ms));
+  }
   std::unique_ptr<Store> store(new Store(options, std::make_unique<CompactionDrops>()));
   absl::StatusOr<std::unique_ptr<DataDir>> dir = DataDir::Open(options, store->drops_.get());
   if (!dir.ok()) return dir.status();
@@ -56,6 +61,8 @@ Store::~Store() {
 }
 
 uint32_t Store::shard_count() const { return dir_->shard_count(); }
+
+int64_t Store::NowMs() const { return dir_->time()->NowMs(); }
 
 void Store::SyncLoop() {
   while (true) {
@@ -110,7 +117,7 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
   // a key depends on this one being persisted.
   StripeLocks::Guard guard(&stripes_, hashes);
 
-  const int64_t now_ms = options_.clock->NowMs();
+  const int64_t now_ms = dir_->time()->NowMs();
   std::vector<absl::StatusOr<OpResult>> results;
   results.reserve(ops.size());
   // Records written earlier in this batch, by storage key.
@@ -182,7 +189,7 @@ absl::StatusOr<ScanPage> Store::Scan(const ScanQuery& query, const ScanCursor& f
   max_records = std::max<size_t>(max_records, 1);
   max_examined = std::max<size_t>(max_examined, 1);
   size_t examined = 0;
-  const int64_t now_ms = options_.clock->NowMs();
+  const int64_t now_ms = dir_->time()->NowMs();
   const std::string prefix = NamespacePrefix(query.ns);
   for (uint32_t shard = from.shard; shard < shard_count(); ++shard) {
     std::unique_ptr<rocksdb::Iterator> it(
@@ -228,6 +235,8 @@ absl::StatusOr<ScanPage> Store::Scan(const ScanQuery& query, const ScanCursor& f
 }
 
 absl::Status Store::CompactAll() {
+  // Renews the high-water mark, which bounds the filter's time.
+  dir_->time()->NowMs();
   rocksdb::CompactRangeOptions options;
   options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
   for (rocksdb::ColumnFamilyHandle* shard : dir_->shards()) {
@@ -260,7 +269,7 @@ absl::Status Store::Recover() {
 }
 
 StoreStats Store::Stats(size_t sample_per_shard) const {
-  StoreStats stats = ReadStoreStats(*dir_, *drops_, options_.clock->NowMs(), sample_per_shard);
+  StoreStats stats = ReadStoreStats(*dir_, *drops_, dir_->time()->NowMs(), sample_per_shard);
   stats.background_error = !BackgroundError().ok();
   stats.corrupt_records = corrupt_records_.load();
   return stats;

@@ -53,8 +53,15 @@ struct StoreOptions {
   uint64_t periodic_compaction_seconds = 24 * 60 * 60;
   // Tokens reserved per persisted ceiling (see token_allocator.h).
   uint64_t token_block = 1 << 16;
-  // Source of time; must outlive the store.
+  // Source of time; must outlive the store. Storage reads it through the
+  // rule of storage_time.h, which these two bound (design.md §5, "Clock"):
+  // a wall-clock step larger than the tolerance is not followed until the
+  // wall clock has stayed ahead for the confirmation period (forward) or
+  // has caught up (backward). The tolerance is also how far ahead the
+  // persisted high-water mark of time is renewed.
   const Clock* clock = SystemClock::Default();
+  int64_t clock_step_tolerance_ms = 1000;
+  int64_t clock_step_confirmation_ms = 10 * 60 * 1000;
   // What the data directory is for, e.g. "node 1 of 3". Written when the
   // directory is created; opening it for anything else is refused, so a
   // node never serves shards another node's data directory holds.
@@ -158,6 +165,10 @@ class Store {
 
   uint32_t shard_count() const;
   const CompactionDrops& compaction_drops() const { return *drops_; }
+
+  // Storage time now (storage_time.h): what leases and retention are
+  // measured in. Never goes backwards, across restarts too.
+  int64_t NowMs() const;
 
  private:
   Store(const StoreOptions& options, std::unique_ptr<CompactionDrops> drops);

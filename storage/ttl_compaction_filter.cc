@@ -1,6 +1,7 @@
 #include "storage/ttl_compaction_filter.h"
 
 #include <string>
+#include <utility>
 
 #include "storage/record_codec.h"
 
@@ -59,13 +60,13 @@ bool ExpiredForCompaction(const Record& record, int64_t now_ms, int64_t grace_ms
   return false;
 }
 
-TtlCompactionFilterFactory::TtlCompactionFilterFactory(const Clock* clock, int64_t grace_ms,
-                                                       CompactionDrops* drops)
-    : clock_(clock), grace_ms_(grace_ms), drops_(drops) {}
+TtlCompactionFilterFactory::TtlCompactionFilterFactory(std::function<int64_t()> now_ms,
+                                                       int64_t grace_ms, CompactionDrops* drops)
+    : now_ms_(std::move(now_ms)), grace_ms_(grace_ms), drops_(drops) {}
 
 std::unique_ptr<rocksdb::CompactionFilter> TtlCompactionFilterFactory::CreateCompactionFilter(
     const rocksdb::CompactionFilter::Context& /*context*/) {
-  return std::make_unique<TtlCompactionFilter>(clock_->NowMs(), grace_ms_, drops_);
+  return std::make_unique<TtlCompactionFilter>(now_ms_(), grace_ms_, drops_);
 }
 
 }  // namespace dedup::storage

@@ -2,10 +2,10 @@
 #define DEDUP_STORAGE_TTL_COMPACTION_FILTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "rocksdb/compaction_filter.h"
-#include "storage/clock.h"
 #include "storage/compaction_drops.h"
 #include "storage/record.h"
 
@@ -21,15 +21,17 @@ bool ExpiredForCompaction(const Record& record, int64_t now_ms, int64_t grace_ms
 // A value that cannot be decoded is kept: the filter fails safe.
 class TtlCompactionFilterFactory final : public rocksdb::CompactionFilterFactory {
  public:
-  // `clock` and `drops` must outlive the factory.
-  TtlCompactionFilterFactory(const Clock* clock, int64_t grace_ms, CompactionDrops* drops);
+  // `now_ms` is read once per compaction: storage time for compaction
+  // (StorageTime::CompactionNowMs). `drops` must outlive the factory.
+  TtlCompactionFilterFactory(std::function<int64_t()> now_ms, int64_t grace_ms,
+                             CompactionDrops* drops);
 
   std::unique_ptr<rocksdb::CompactionFilter> CreateCompactionFilter(
       const rocksdb::CompactionFilter::Context& context) override;
   const char* Name() const override { return "dedup.TtlCompactionFilterFactory"; }
 
  private:
-  const Clock* const clock_;
+  const std::function<int64_t()> now_ms_;
   const int64_t grace_ms_;
   CompactionDrops* const drops_;
 };

@@ -59,6 +59,24 @@ TEST(ServerSettingsTest, ALimitOutOfRangeIsRefusedNamingIt) {
       << "the default answer cap no longer fits in one message";
 }
 
+TEST(ServerSettingsTest, ClockStepRuleIsReadFromTheConfigWithinItsBounds) {
+  absl::StatusOr<ServerSettings> defaults = Resolve("");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->store.clock_step_tolerance_ms, 1'000);
+  EXPECT_EQ(defaults->store.clock_step_confirmation_ms, 600'000);
+  absl::StatusOr<ServerSettings> settings = Resolve(R"pb(clock_step_tolerance: "5s"
+                                                         clock_step_confirmation: "1h")pb");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->store.clock_step_tolerance_ms, 5'000);
+  EXPECT_EQ(settings->store.clock_step_confirmation_ms, 3'600'000);
+  EXPECT_THAT(Resolve(R"pb(clock_step_tolerance: "50ms")pb").status().message(),
+              HasSubstr("clock_step_tolerance: must be at least 100ms"));
+  EXPECT_THAT(Resolve(R"pb(clock_step_tolerance: "2h")pb").status().message(),
+              HasSubstr("clock_step_tolerance: must be at most 1h"));
+  EXPECT_THAT(Resolve(R"pb(clock_step_confirmation: "25h")pb").status().message(),
+              HasSubstr("clock_step_confirmation: must be at most 24h"));
+}
+
 TEST(ServerSettingsTest, DurationsAboveTenYearsAreRefused) {
   for (const std::string& text : {
            std::string(R"pb(default_policy { retention_default: "87601h" })pb"),

@@ -95,7 +95,7 @@ TEST_F(StoreTest, CompactionDropsReleasedAfterGraceAndFailedAfterRetention) {
   EXPECT_EQ(Do(Query("released")).outcome, Outcome::kAbsent);
   EXPECT_EQ(Do(Query("poisoned")).record.state, State::kFailed);
 
-  clock_.SetMs(kStartMs + kFailedRetentionMs);
+  clock_.AdvanceMs(kStartMs + kFailedRetentionMs - clock_.NowMs());
   ASSERT_TRUE(store_->CompactAll().ok());
   EXPECT_EQ(store_->compaction_drops().abandoned.load(), 1u);
   EXPECT_EQ(store_->compaction_drops().failed.load(), 1u);

@@ -120,7 +120,7 @@ class TtlCompactionFilterTest : public ::testing::Test {
 
   ManualClock clock_{kNow};
   CompactionDrops drops_;
-  TtlCompactionFilterFactory factory_{&clock_, kGraceMs, &drops_};
+  TtlCompactionFilterFactory factory_{[this] { return clock_.NowMs(); }, kGraceMs, &drops_};
 };
 
 TEST_F(TtlCompactionFilterTest, DropsExpiredRecordsAndCountsEachKind) {
