@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -90,7 +91,8 @@ class Harness {
     store_.reset();
     env_.reset(rocksdb::NewMemEnv(rocksdb::Env::Default()));
     storage::StoreOptions options;
-    // The real directory stays empty: RocksDB writes through the in-memory Env.
+    // Store::Open creates the directory on the real file system; everything
+    // RocksDB writes goes to the in-memory Env.
     options.path = dir_;
     options.shards = 4;
     options.clock = &clock_;
@@ -98,6 +100,7 @@ class Harness {
     absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::Store::Open(options);
     Check(store.ok());
     store_ = std::move(*store);
+    std::filesystem::remove(dir_);  // Opening made it; RocksDB never writes there.
     auto policies = std::make_shared<server::PolicyTable>(
         server::Policy{}, absl::flat_hash_map<std::string, server::Policy>{}, false);
     auto shards =
