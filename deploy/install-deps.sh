@@ -18,9 +18,10 @@ build_packages=(
 # What the test suite runs besides the build: Python clients and checks,
 # promtool for the alert rules, clang and clang-format for the house-rule
 # checks (deploy/build-clang.sh, tests/style/), etcd for the cluster
-# coordination tests.
+# coordination tests, and libFuzzer for the fuzz harnesses (tests/fuzz/,
+# deploy/build-fuzzers.sh).
 test_packages=(python3 python3-grpcio python3-protobuf python3-yaml procps prometheus
-  clang clang-format etcd-server)
+  clang clang-format etcd-server libfuzzer-14-dev)
 # What the dedupd binary links at run time (RocksDB is linked statically).
 runtime_packages=(
   libabsl20220623 libc-ares2 libfmt9 libgrpc++1.51 libgrpc29 liblz4-1

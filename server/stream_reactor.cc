@@ -92,6 +92,8 @@ void StreamReactor::OnReadDone(bool ok) {
 void StreamReactor::Answer(v1::BatchResponse response) {
   const v1::BatchResponse* to_write = nullptr;
   bool resume_reading = false;
+  bool finish = false;
+  grpc::Status status;
   {
     absl::MutexLock lock(&mu_);
     --in_flight_;
@@ -106,16 +108,24 @@ void StreamReactor::Answer(v1::BatchResponse response) {
       }
     }
     resume_reading = ResumeReading();
+    finish = TakeFinish();
+    status = final_status_;
   }
+  // Past this point another thread may finish the call and gRPC delete the
+  // reactor, unless this thread started a write or a read (which keeps the
+  // call open) or took the finish itself. So no MaybeFinish() here: it
+  // would lock mu_ of a reactor that may be gone.
   // std::deque keeps references to its elements valid across push_back.
   if (to_write != nullptr) StartWrite(to_write);
   if (resume_reading) StartRead(&request_);
-  MaybeFinish();
+  if (finish) Finish(status);
 }
 
 void StreamReactor::OnWriteDone(bool ok) {
   const v1::BatchResponse* to_write = nullptr;
   bool resume_reading = false;
+  bool finish = false;
+  grpc::Status status;
   {
     absl::MutexLock lock(&mu_);
     outbox_.pop_front();
@@ -133,10 +143,12 @@ void StreamReactor::OnWriteDone(bool ok) {
       writing_ = false;
     }
     resume_reading = ResumeReading();
+    finish = TakeFinish();
+    status = final_status_;
   }
   if (to_write != nullptr) StartWrite(to_write);
   if (resume_reading) StartRead(&request_);
-  if (to_write == nullptr) MaybeFinish();
+  if (finish) Finish(status);
 }
 
 void StreamReactor::OnCancel() {
@@ -145,13 +157,18 @@ void StreamReactor::OnCancel() {
   final_status_ = grpc::Status::CANCELLED;
 }
 
+bool StreamReactor::TakeFinish() {
+  const bool reads_over = reads_done_ || (broken_ && reading_paused_);
+  if (finished_ || !reads_over || in_flight_ > 0 || writing_) return false;
+  finished_ = true;
+  return true;
+}
+
 void StreamReactor::MaybeFinish() {
   grpc::Status status;
   {
     absl::MutexLock lock(&mu_);
-    const bool reads_over = reads_done_ || (broken_ && reading_paused_);
-    if (finished_ || !reads_over || in_flight_ > 0 || writing_) return;
-    finished_ = true;
+    if (!TakeFinish()) return;
     status = final_status_;
   }
   Finish(status);

@@ -22,6 +22,13 @@ class DedupService;
 // nor a client that never reads can make the server hold more. Deletes
 // itself in OnDone, which gRPC calls only after Finish, and Finish comes
 // only once no batch is running.
+//
+// Lifetime: once Finish is called, OnDone may delete the reactor at any
+// moment, on another thread. So whether to finish is decided inside the
+// same critical section as the change that allows it, and a thread touches
+// no member after leaving a critical section unless what it decided there
+// keeps the call open (a write it started, a read it resumed) or it is the
+// one thread that decided to finish.
 class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse> {
  public:
   // Serves `caller`; when it is an error, finishes the call with it at once.
@@ -37,8 +44,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
  private:
   // Called from a worker when a batch's answer is ready.
   void Answer(v1::BatchResponse response);
-  // Finishes the call when reads are over and nothing runs or waits to be
-  // written. Call without mu_ held.
+  // Whether the call is due to finish: reads are over and nothing runs or
+  // waits to be written. The first caller that sees it due gets true (and
+  // must call Finish(final_status_ as read here) after unlocking); every
+  // later caller gets false.
+  bool TakeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finishes the call if it is due. Only from OnReadDone: gRPC runs OnDone
+  // only after a reaction has returned, so the reactor outlives the call.
+  // A worker thread has no such guarantee (see Answer).
   void MaybeFinish();
   // Whether another batch may be read now.
   bool UnderBudget() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
