@@ -19,6 +19,26 @@ namespace {
 using server::test::TestCerts;
 using server::test::TestServer;
 
+// One Claim of "orders"/"o-1" by a new Client of `server` with
+// `credentials` (or their error), coalescing or not.
+absl::StatusOr<v1::ClaimResponse> ClaimThrough(
+    TestServer& server,
+    const absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>& credentials, bool coalesce) {
+  if (!credentials.ok()) return credentials.status();
+  ClientOptions options;
+  options.endpoint = absl::StrCat("127.0.0.1:", server.server().port());
+  options.credentials = *credentials;
+  options.coalesce = coalesce;
+  options.default_timeout = absl::Seconds(2);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
+  if (!client.ok()) return client.status();
+  v1::ClaimRequest claim;
+  claim.set_namespace_("orders");
+  claim.set_key("o-1");
+  claim.set_owner("worker-a");
+  return (*client)->Claim(claim);
+}
+
 class TlsClientTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
@@ -29,20 +49,7 @@ class TlsClientTest : public ::testing::TestWithParam<bool> {
   }
 
   absl::StatusOr<v1::ClaimResponse> ClaimWith(const TlsFiles& files) {
-    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = TlsCredentials(files);
-    if (!credentials.ok()) return credentials.status();
-    ClientOptions options;
-    options.endpoint = absl::StrCat("127.0.0.1:", server_->server().port());
-    options.credentials = *credentials;
-    options.coalesce = GetParam();
-    options.default_timeout = absl::Seconds(2);
-    absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
-    if (!client.ok()) return client.status();
-    v1::ClaimRequest claim;
-    claim.set_namespace_("orders");
-    claim.set_key("o-1");
-    claim.set_owner("worker-a");
-    return (*client)->Claim(claim);
+    return ClaimThrough(*server_, TlsCredentials(files), GetParam());
   }
 
   TestCerts certs_;
@@ -98,21 +105,10 @@ class BearerClientTest : public ::testing::TestWithParam<bool> {
   absl::StatusOr<v1::ClaimResponse> ClaimWith(const std::string& token_file) {
     absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
         TlsCredentials({certs_.Pem("ca"), "", ""});
-    if (!credentials.ok()) return credentials.status();
-    if (!token_file.empty()) credentials = WithBearerTokenFile(*credentials, token_file);
-    if (!credentials.ok()) return credentials.status();
-    ClientOptions options;
-    options.endpoint = absl::StrCat("127.0.0.1:", server_->server().port());
-    options.credentials = *credentials;
-    options.coalesce = GetParam();
-    options.default_timeout = absl::Seconds(2);
-    absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
-    if (!client.ok()) return client.status();
-    v1::ClaimRequest claim;
-    claim.set_namespace_("orders");
-    claim.set_key("o-1");
-    claim.set_owner("worker-a");
-    return (*client)->Claim(claim);
+    if (credentials.ok() && !token_file.empty()) {
+      credentials = WithBearerTokenFile(*credentials, token_file);
+    }
+    return ClaimThrough(*server_, credentials, GetParam());
   }
 
   TestCerts certs_;

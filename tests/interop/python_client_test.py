@@ -25,6 +25,35 @@ import unittest
 ARGS = None
 
 
+def start_dedupd(tmp, *flags):
+    """Starts the dedupd binary on 127.0.0.1 port 0 with its data and log in
+    TMP; returns (process, log file, "127.0.0.1:PORT")."""
+    port_file = os.path.join(tmp, "port")
+    log = open(os.path.join(tmp, "dedupd.log"), "w")
+    server = subprocess.Popen(
+        [ARGS.dedupd, "--listen=127.0.0.1:0", "--metrics_listen=off", "--port_file=" + port_file,
+         "--data_dir=" + os.path.join(tmp, "data"), "--durability=buffered", *flags],
+        stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 15
+    while not (os.path.exists(port_file) and read_text(port_file)):
+        if time.time() > deadline or server.poll() is not None:
+            raise RuntimeError("dedupd did not start; see " + log.name)
+        time.sleep(0.05)
+    return server, log, "127.0.0.1:" + read_text(port_file)
+
+
+def stop_dedupd(server, log):
+    server.send_signal(signal.SIGTERM)
+    code = server.wait(timeout=30)
+    log.close()
+    assert code == 0, "dedupd exited %d on SIGTERM" % code
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
 def generate_stubs(proto_root, out):
     subprocess.run(
         ["protoc", "--proto_path", proto_root, "--python_out", out, "--grpc_out", out,
@@ -41,29 +70,17 @@ class PythonClientTest(unittest.TestCase):
         global pb, rpc, grpc
         import grpc
         from dedup.v1 import dedup_pb2 as pb, dedup_pb2_grpc as rpc
-        port_file = os.path.join(cls.tmp, "port")
-        cls.log = open(os.path.join(cls.tmp, "dedupd.log"), "w")
-        cls.server = subprocess.Popen(
-            [ARGS.dedupd, "--listen=127.0.0.1:0", "--metrics_listen=off", "--port_file=" + port_file,
-             "--data_dir=" + os.path.join(cls.tmp, "data"), "--durability=buffered"],
-            stdout=cls.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 15
-        while not (os.path.exists(port_file) and open(port_file).read().strip()):
-            if time.time() > deadline or cls.server.poll() is not None:
-                raise RuntimeError("dedupd did not start; see " + cls.log.name)
-            time.sleep(0.05)
-        port = open(port_file).read().strip()
-        cls.channel = grpc.insecure_channel("127.0.0.1:" + port)
+        cls.server, cls.log, target = start_dedupd(cls.tmp)
+        cls.channel = grpc.insecure_channel(target)
         cls.stub = rpc.DedupStub(cls.channel)
 
     @classmethod
     def tearDownClass(cls):
         cls.channel.close()
-        cls.server.send_signal(signal.SIGTERM)
-        code = cls.server.wait(timeout=30)
-        cls.log.close()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-        assert code == 0, "dedupd exited %d on SIGTERM" % code
+        try:
+            stop_dedupd(cls.server, cls.log)
+        finally:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_claim_complete_then_duplicate_gets_stored_result(self):
         first = self.stub.Claim(pb.ClaimRequest(namespace="py-orders", key=b"o-1", owner="py-a"))
@@ -123,11 +140,6 @@ def make_cert(directory, ca, name, san):
 TOKEN = "py-token-6d2e9f41b7c3"
 
 
-def read_text(path):
-    with open(path) as f:
-        return f.read().strip()
-
-
 class PythonTlsAuthTest(unittest.TestCase):
     """Mutual TLS, bearer tokens and grants, from Python and the example."""
 
@@ -161,27 +173,14 @@ class PythonTlsAuthTest(unittest.TestCase):
                   grants {{ identity: "spiffe://py/token-worker" namespaces: "coupon-deduct" roles: "claim" }}
                 }}
             """.format(d=d))
-        port_file = os.path.join(d, "port")
-        cls.log = open(os.path.join(d, "dedupd.log"), "w")
-        cls.server = subprocess.Popen(
-            [ARGS.dedupd, "--config=" + config, "--listen=127.0.0.1:0", "--metrics_listen=off",
-             "--port_file=" + port_file, "--data_dir=" + os.path.join(d, "data"),
-             "--durability=buffered"],
-            stdout=cls.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 15
-        while not (os.path.exists(port_file) and read_text(port_file)):
-            if time.time() > deadline or cls.server.poll() is not None:
-                raise RuntimeError("dedupd did not start; see " + cls.log.name)
-            time.sleep(0.05)
-        cls.target = "127.0.0.1:" + read_text(port_file)
+        cls.server, cls.log, cls.target = start_dedupd(d, "--config=" + config)
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.send_signal(signal.SIGTERM)
-        code = cls.server.wait(timeout=30)
-        cls.log.close()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-        assert code == 0, "dedupd exited %d on SIGTERM" % code
+        try:
+            stop_dedupd(cls.server, cls.log)
+        finally:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def path(self, name):
         return os.path.join(self.tmp, name)
