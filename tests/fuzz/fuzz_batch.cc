@@ -105,8 +105,13 @@ class Harness {
         server::Policy{}, absl::flat_hash_map<std::string, server::Policy>{}, false);
     auto shards =
         std::make_shared<server::ShardMap>(store_->shard_count(), std::vector<std::string>{}, 0);
+    // Authentication off, as a server without grants runs.
+    absl::StatusOr<std::unique_ptr<server::Authorizer>> auth =
+        server::Authorizer::Create(server::AuthSettings());
+    Check(auth.ok());
+    auth_ = std::move(*auth);
     service_ = std::make_unique<server::DedupService>(
-        store_.get(), &pool_, &pool_, &metrics_, shards,
+        store_.get(), &pool_, &pool_, &metrics_, auth_.get(), shards,
         server::RequestTranslator(policies, 512, shards), server::ServerLimits{});
   }
 
@@ -116,6 +121,7 @@ class Harness {
   server::WorkerPool pool_{1, 1};  // Unused by ExecuteBatch; the service needs one.
   std::shared_ptr<rocksdb::Env> env_;
   std::unique_ptr<storage::Store> store_;
+  std::unique_ptr<server::Authorizer> auth_;
   std::unique_ptr<server::DedupService> service_;
   int inputs_ = 0;
   uint64_t generation_ = 0;
@@ -349,7 +355,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
     const int64_t now = harness->clock().NowMs();
     v1::BatchResponse response;
-    service.ExecuteBatch(request, &response);
+    service.ExecuteBatch(request, server::Caller(), &response);
     Check(response.batch_id() == batch_id);
     Check(response.results_size() == request.operations_size());
     for (int i = 0; i < items; ++i) {
