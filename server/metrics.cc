@@ -152,6 +152,15 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
   ready_ = gauge("dedup_ready", "1 when /readyz answers 200 (serving, storage healthy), else 0.");
   background_errors_ = gauge("dedup_storage_background_error",
                              "1 while storage refuses writes (disk full, or failed), else 0.");
+  auto& clock_steps = BuildCounter()
+                          .Name("dedup_clock_step_readings_total")
+                          .Help(
+                              "Readings of storage time that found the wall clock stepped "
+                              "beyond clock_step_tolerance, by direction; a step counts once "
+                              "per reading until it is confirmed or undone (design.md §5).")
+                          .Register(*registry_);
+  clock_forward_steps_ = &clock_steps.Add({{"direction", "forward"}});
+  clock_backward_steps_ = &clock_steps.Add({{"direction", "backward"}});
   corrupt_records_ = &BuildCounter()
                           .Name("dedup_storage_corrupt_records_total")
                           .Help(
@@ -222,6 +231,19 @@ void Metrics::RecordOperation(const storage::Operation& op, const storage::OpRes
   if (result.takeover) s->takeovers->Increment();
 }
 
+namespace {
+
+// Adds to `counter` what `total` (a count since the store opened) gained
+// since `*seen`.
+void AddSince(uint64_t total, uint64_t* seen, prometheus::Counter* counter) {
+  if (total > *seen) {
+    counter->Increment(static_cast<double>(total - *seen));
+    *seen = total;
+  }
+}
+
+}  // namespace
+
 void Metrics::RecordDenied(absl::string_view ns, DenyReason reason) {
   std::string label = kOther;
   {
@@ -275,10 +297,9 @@ void Metrics::RecordStorage(const storage::StoreStats& stats) {
         static_cast<double>(stats.write_stall_micros - write_stall_micros_seen_) / 1e6);
     write_stall_micros_seen_ = stats.write_stall_micros;
   }
-  if (stats.corrupt_records > corrupt_records_seen_) {
-    corrupt_records_->Increment(static_cast<double>(stats.corrupt_records - corrupt_records_seen_));
-    corrupt_records_seen_ = stats.corrupt_records;
-  }
+  AddSince(stats.clock_forward_step_readings, &clock_forward_seen_, clock_forward_steps_);
+  AddSince(stats.clock_backward_step_readings, &clock_backward_seen_, clock_backward_steps_);
+  AddSince(stats.corrupt_records, &corrupt_records_seen_, corrupt_records_);
   const std::array<uint64_t, 3> dropped = {stats.dropped_completed, stats.dropped_failed,
                                            stats.dropped_abandoned};
   for (size_t i = 0; i < dropped.size(); ++i) {

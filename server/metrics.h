@@ -130,6 +130,10 @@ class Metrics {
   prometheus::Gauge* volume_total_bytes_;
   prometheus::Gauge* ready_;
   prometheus::Gauge* background_errors_;
+  prometheus::Counter* clock_forward_steps_;
+  prometheus::Counter* clock_backward_steps_;
+  uint64_t clock_forward_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;
+  uint64_t clock_backward_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;
   prometheus::Counter* corrupt_records_;
   uint64_t corrupt_records_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;
   absl::Mutex storage_mu_;

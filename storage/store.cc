@@ -272,6 +272,8 @@ StoreStats Store::Stats(size_t sample_per_shard) const {
   StoreStats stats = ReadStoreStats(*dir_, *drops_, dir_->time()->NowMs(), sample_per_shard);
   stats.background_error = !BackgroundError().ok();
   stats.corrupt_records = corrupt_records_.load();
+  stats.clock_forward_step_readings = dir_->time()->forward_step_readings();
+  stats.clock_backward_step_readings = dir_->time()->backward_step_readings();
   return stats;
 }
 

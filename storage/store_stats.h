@@ -42,6 +42,10 @@ struct StoreStats {
   // Reads (of a key, or by Scan) since open that met a record they could
   // not decode or a corrupt block.
   uint64_t corrupt_records = 0;
+  // Storage time readings since open that found the wall clock stepped
+  // beyond clock_step_tolerance (design.md §5, "Clock").
+  uint64_t clock_forward_step_readings = 0;
+  uint64_t clock_backward_step_readings = 0;
 };
 
 // Reads RocksDB's estimates of `dir` at `now_ms`. Records by state are

@@ -4,6 +4,7 @@
 // tests/storage/store_clock_test.cc runs the same under load, with the
 // broken store that reads the raw wall clock.
 
+#include "prometheus/metric_family.h"
 #include "tests/server/test_server.h"
 
 namespace dedup::server::test {
@@ -22,7 +23,36 @@ class ClockStepTest : public ServerTest {
   std::string Config() const override {
     return R"pb(durability: "buffered" clock_step_tolerance: "1s" clock_step_confirmation: "10m")pb";
   }
+
+  // dedup_clock_step_readings_total{direction}, after a fresh storage reading.
+  double StepReadings(const std::string& direction) {
+    server_->server().RefreshStorageStats();
+    for (const prometheus::MetricFamily& family :
+         server_->server().metrics()->registry()->Collect()) {
+      if (family.name != "dedup_clock_step_readings_total") continue;
+      for (const prometheus::ClientMetric& metric : family.metric) {
+        if (!metric.label.empty() && metric.label[0].value == direction) {
+          return metric.counter.value;
+        }
+      }
+    }
+    ADD_FAILURE() << "no dedup_clock_step_readings_total{direction=\"" << direction << "\"}";
+    return -1;
+  }
 };
+
+TEST_F(ClockStepTest, StepsAreCountedInAMetricByDirection) {
+  MustAcquire(kNs, "before", "worker-a");
+  EXPECT_EQ(StepReadings("forward"), 0);
+  EXPECT_EQ(StepReadings("backward"), 0);
+  clock_.StepMs(kStepMs);
+  MustAcquire(kNs, "ahead", "worker-a");
+  EXPECT_GT(StepReadings("forward"), 0);
+  EXPECT_EQ(StepReadings("backward"), 0);
+  clock_.StepMs(-2 * kStepMs);
+  MustAcquire(kNs, "behind", "worker-a");
+  EXPECT_GT(StepReadings("backward"), 0);
+}
 
 TEST_F(ClockStepTest, StepForwardAndBackLetsNoDuplicateThroughAndKeepsLeasesToTheirLength) {
   const uint64_t paid = MustAcquire(kNs, "pay-1", "worker-a");
