@@ -29,6 +29,12 @@ esac
 # halt_on_error: the first finding fails the run, with its stack.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-halt_on_error=1:detect_stack_use_after_return=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
+# FloodTest asserts a bound on resident memory, which ASan's redzones,
+# fake stacks and quarantine of freed memory inflate past any real bound
+# (267 and 298 MiB of growth in runs where the normal build stays near
+# 100 and 150): it runs in the normal suite instead. Given arguments
+# replace this filter.
+[ "$#" -gt 0 ] || set -- --gtest_filter='-FloodTest.*'
 status=0
 for test in tests/storage/storage_test tests/server/server_test; do
   echo "== $test under ASan+UBSan"
