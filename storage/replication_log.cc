@@ -1,9 +1,11 @@
 #include "storage/replication_log.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "rocksdb/write_batch.h"
+#include "storage/data_dir.h"
 #include "storage/rocks_status.h"
 
 namespace dedup::storage {
@@ -11,9 +13,10 @@ namespace {
 
 // Keys of the replication-log family. Big-endian numbers, so that a shard's
 // entries sort by seq.
-constexpr char kEntryTag = 'e';    // e | shard u32 | seq u64 -> entry value
-constexpr char kPromiseTag = 'p';  // p | shard u32 -> epoch u64
-constexpr char kAppliedTag = 'a';  // a | shard u32 -> epoch u64 | seq u64
+constexpr char kEntryTag = 'e';     // e | shard u32 | seq u64 -> entry value
+constexpr char kPromiseTag = 'p';   // p | shard u32 -> epoch u64
+constexpr char kAppliedTag = 'a';   // a | shard u32 -> epoch u64 | seq u64
+constexpr char kJoinedKey[] = "j";  // j -> "" once the directory joined its cluster
 constexpr uint8_t kEntryVersion = 1;
 
 void PutBigEndian(std::string* out, uint64_t value, int bytes) {
@@ -95,6 +98,13 @@ absl::StatusOr<std::unique_ptr<ReplicationLog>> ReplicationLog::Open(DataDir* di
     absl::Status loaded = log->Load(shard, log->shards_.back().get());
     if (!loaded.ok()) return loaded;
   }
+  std::string value;
+  const rocksdb::Status joined =
+      dir->db()->Get(rocksdb::ReadOptions(), dir->log(), kJoinedKey, &value);
+  if (!joined.ok() && !joined.IsNotFound()) {
+    return FromRocks(joined, "reading whether the data directory joined its cluster");
+  }
+  log->joined_ = joined.ok();
   return log;
 }
 
@@ -170,6 +180,46 @@ absl::StatusOr<LogPosition> ReplicationLog::Append(uint32_t shard, uint64_t epoc
   return next;
 }
 
+absl::StatusOr<std::vector<LogPosition>> ReplicationLog::AppendAll(
+    const std::vector<ShardAppend>& appends) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Shards locked in index order, so that two calls never wait on each
+  // other in a cycle.
+  std::vector<size_t> order(appends.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return appends[a].shard < appends[b].shard; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (appends[order[i]].shard == appends[order[i - 1]].shard) {
+      return absl::InvalidArgumentError("AppendAll: a shard appears twice");
+    }
+  }
+  for (size_t i : order) shards_[appends[i].shard]->mu.Lock();
+  std::vector<LogPosition> positions(appends.size());
+  absl::Status status;
+  rocksdb::WriteBatch batch;
+  for (size_t i = 0; i < appends.size() && status.ok(); ++i) {
+    const ShardAppend& a = appends[i];
+    const ShardLog& log = *shards_[a.shard];
+    if (a.epoch < log.promised || a.epoch < log.last.epoch) {
+      status = absl::FailedPreconditionError(absl::StrCat("shard ", a.shard, ": epoch ", a.epoch,
+                                                          " is fenced (promised ", log.promised,
+                                                          ", log at epoch ", log.last.epoch, ")"));
+      break;
+    }
+    positions[i] = {a.epoch, log.last.seq + 1};
+    batch.Put(dir_->log(), EntryKey(a.shard, positions[i].seq), EncodeEntry(a.epoch, a.batch));
+  }
+  if (status.ok()) {
+    status = FromRocks(dir_->db()->Write(WriteFor(durability_), &batch), "appending to the log");
+  }
+  if (status.ok()) {
+    for (size_t i = 0; i < appends.size(); ++i) shards_[appends[i].shard]->last = positions[i];
+  }
+  for (size_t i : order) shards_[appends[i].shard]->mu.Unlock();
+  if (!status.ok()) return status;
+  return positions;
+}
+
 absl::StatusOr<LogEntry> ReplicationLog::ReadEntry(uint32_t shard, uint64_t seq) const {
   std::string value;
   rocksdb::Status s =
@@ -184,20 +234,22 @@ absl::StatusOr<LogEntry> ReplicationLog::ReadEntry(uint32_t shard, uint64_t seq)
   return LogEntry{GetBigEndian(absl::string_view(value).substr(1), 8), seq, value.substr(9)};
 }
 
-absl::Status ReplicationLog::AppendAfter(uint32_t shard, LogPosition prev,
+absl::Status ReplicationLog::AppendAfter(uint32_t shard, uint64_t leader_epoch, LogPosition prev,
                                          const std::vector<LogEntry>& entries) {
   ShardLog& log = *shards_[shard];
   absl::MutexLock lock(&log.mu);
+  if (leader_epoch < log.promised) {
+    return absl::FailedPreconditionError(absl::StrCat("shard ", shard, ": epoch ", leader_epoch,
+                                                      " is fenced (promised ", log.promised, ")"));
+  }
   LogPosition expected = prev;
   for (const LogEntry& entry : entries) {
-    if (entry.seq != expected.seq + 1 || entry.epoch < expected.epoch) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shard ", shard, ": entries must follow ", expected.epoch, "/", expected.seq,
-          " with consecutive seqs and non-decreasing epochs, got ", entry.epoch, "/", entry.seq));
-    }
-    if (entry.epoch < log.promised) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shard ", shard, ": epoch ", entry.epoch, " is fenced (promised ", log.promised, ")"));
+    if (entry.seq != expected.seq + 1 || entry.epoch < expected.epoch ||
+        entry.epoch > leader_epoch) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard ", shard, ": entries must follow ", expected.epoch, "/", expected.seq,
+                       " with consecutive seqs and non-decreasing epochs up to ", leader_epoch,
+                       ", got ", entry.epoch, "/", entry.seq));
     }
     expected = entry.position();
   }
@@ -221,6 +273,11 @@ absl::Status ReplicationLog::AppendAfter(uint32_t shard, LogPosition prev,
   }
 
   rocksdb::WriteBatch batch;
+  if (leader_epoch > log.promised) {
+    std::string value;
+    PutBigEndian(&value, leader_epoch, 8);
+    batch.Put(dir_->log(), ShardKey(kPromiseTag, shard), value);
+  }
   LogPosition last = log.last;
   bool truncated = false;
   for (const LogEntry& entry : entries) {
@@ -246,7 +303,19 @@ absl::Status ReplicationLog::AppendAfter(uint32_t shard, LogPosition prev,
                                    absl::StrCat("appending to shard ", shard, "'s log"));
   if (!written.ok()) return written;
   if (truncated || log.last < last) log.last = last;
+  log.promised = std::max(log.promised, leader_epoch);
   return absl::OkStatus();
+}
+
+bool ReplicationLog::Joined() const { return joined_.load(); }
+
+absl::Status ReplicationLog::MarkJoined() {
+  rocksdb::WriteOptions synced;
+  synced.sync = true;
+  absl::Status written = FromRocks(dir_->db()->Put(synced, dir_->log(), kJoinedKey, ""),
+                                   "persisting that the data directory joined its cluster");
+  if (written.ok()) joined_ = true;
+  return written;
 }
 
 absl::StatusOr<LogPosition> ReplicationLog::Promise(uint32_t shard, uint64_t epoch) {
@@ -341,6 +410,76 @@ absl::Status ReplicationLog::TrimThrough(uint32_t shard, uint64_t seq) {
                 absl::StrCat("trimming shard ", shard, "'s log"));
   if (!deleted.ok()) return deleted;
   log.first_seq = seq + 1;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReplicationLog::RecordPage> ReplicationLog::ReadRecords(uint32_t shard,
+                                                                       const std::string& after_key,
+                                                                       size_t max_bytes) const {
+  RecordPage page;
+  size_t bytes = 0;
+  std::unique_ptr<rocksdb::Iterator> it(
+      dir_->db()->NewIterator(rocksdb::ReadOptions(), dir_->shard(shard)));
+  it->Seek(after_key);
+  if (!after_key.empty() && it->Valid() && View(it->key()) == after_key) it->Next();
+  for (; it->Valid(); it->Next()) {
+    if (!page.records.empty() && bytes + it->key().size() + it->value().size() > max_bytes) {
+      page.last_key = page.records.back().first;
+      return page;
+    }
+    page.records.emplace_back(it->key().ToString(), it->value().ToString());
+    bytes += it->key().size() + it->value().size();
+  }
+  absl::Status s = FromRocks(it->status(), absl::StrCat("reading shard ", shard, "'s records"));
+  if (!s.ok()) return s;
+  page.done = true;
+  if (!page.records.empty()) page.last_key = page.records.back().first;
+  return page;
+}
+
+absl::Status ReplicationLog::BeginRestore(uint32_t shard) {
+  ShardLog& log = *shards_[shard];
+  absl::MutexLock lock(&log.mu);
+  rocksdb::WriteBatch batch;
+  // Every record key sorts below this: keys are encoded namespaces and
+  // keys, far shorter than the bound.
+  const std::string everything(1024, '\xff');
+  batch.DeleteRange(dir_->shard(shard), "", everything);
+  batch.DeleteRange(dir_->log(), EntryKey(shard, 0), EntryKey(shard, UINT64_MAX));
+  batch.Delete(dir_->log(), ShardKey(kAppliedTag, shard));
+  rocksdb::WriteOptions synced;
+  synced.sync = true;
+  absl::Status written = FromRocks(dir_->db()->Write(synced, &batch),
+                                   absl::StrCat("clearing shard ", shard, " to restore it"));
+  if (!written.ok()) return written;
+  log.last = {};
+  log.applied = {};
+  log.first_seq = 1;
+  return absl::OkStatus();
+}
+
+absl::Status ReplicationLog::RestoreRecords(
+    uint32_t shard, const std::vector<std::pair<std::string, std::string>>& records) {
+  rocksdb::WriteBatch batch;
+  for (const auto& [key, value] : records) batch.Put(dir_->shard(shard), key, value);
+  return FromRocks(dir_->db()->Write(rocksdb::WriteOptions(), &batch),
+                   absl::StrCat("restoring shard ", shard, "'s records"));
+}
+
+absl::Status ReplicationLog::FinishRestore(uint32_t shard, LogPosition position) {
+  ShardLog& log = *shards_[shard];
+  absl::MutexLock lock(&log.mu);
+  // Synced: a synced write syncs the whole WAL before it, so the restored
+  // records are durable with the position.
+  rocksdb::WriteOptions synced;
+  synced.sync = true;
+  absl::Status written = FromRocks(
+      dir_->db()->Put(synced, dir_->log(), ShardKey(kAppliedTag, shard), EncodePosition(position)),
+      absl::StrCat("finishing shard ", shard, "'s restore"));
+  if (!written.ok()) return written;
+  log.applied = position;
+  log.last = position;
+  log.first_seq = position.seq + 1;
   return absl::OkStatus();
 }
 

@@ -1,19 +1,22 @@
 #ifndef DEDUP_STORAGE_REPLICATION_LOG_H_
 #define DEDUP_STORAGE_REPLICATION_LOG_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "storage/data_dir.h"
 #include "storage/store.h"
 
 namespace dedup::storage {
+
+class DataDir;  // storage/data_dir.h: RocksDB stays out of this header.
 
 // Where a replica's log ends, or how far it has applied: the (epoch, seq)
 // of an entry (docs/replication.md §1). Ordered by epoch first. {0, 0} is
@@ -76,15 +79,40 @@ class ReplicationLog {
   LogPosition Applied(uint32_t shard) const;
   uint64_t Promised(uint32_t shard) const;
 
+  // Whether this data directory has joined its cluster: set once the
+  // cluster has been told what the directory holds (a new node's
+  // membership, or a replaced volume's shards marked for re-seeding), and
+  // kept across restarts, so that a replaced volume whose first start was
+  // cut short is still known for one on the next (docs/replication.md §4).
+  bool Joined() const;
+  // Persists Joined() (synced, in either durability).
+  absl::Status MarkJoined();
+
   // As the leader of `epoch`: appends `batch` as the next entry and
   // returns its position. FAILED_PRECONDITION when `epoch` is below the
   // promised epoch or the last entry's (this replica was fenced).
   absl::StatusOr<LogPosition> Append(uint32_t shard, uint64_t epoch, const std::string& batch);
 
-  // As a follower: appends `entries` (consecutive seqs, non-decreasing
-  // epochs) after the entry at `prev` ({0, 0}: the start of the log).
-  //   - FAILED_PRECONDITION (fenced) when an entry's epoch is below the
-  //     promised epoch;
+  // As the leader of several shards at once: appends each batch as the
+  // next entry of its shard (`shards` distinct), all in one RocksDB write,
+  // so that one sync covers them. Returns the positions in order; on any
+  // error nothing is appended.
+  struct ShardAppend {
+    uint32_t shard = 0;
+    uint64_t epoch = 0;
+    std::string batch;
+  };
+  absl::StatusOr<std::vector<LogPosition>> AppendAll(const std::vector<ShardAppend>& appends);
+
+  // As a follower of the leader of `leader_epoch`: appends `entries`
+  // (consecutive seqs, non-decreasing epochs, none above `leader_epoch`)
+  // after the entry at `prev` ({0, 0}: the start of the log).
+  //   - FAILED_PRECONDITION (fenced) when `leader_epoch` is below the
+  //     promised epoch; entries of older epochs are accepted from a leader
+  //     that is not, since a new leader ships the entries it inherited;
+  //   - a `leader_epoch` above the promise raises the promise with the
+  //     append (written like the entries: a replica that never voted for
+  //     that epoch fences nobody that a majority of promises does not);
   //   - ABORTED when the log holds no entry at `prev`: the leader must send
   //     from an earlier entry (Last() tells where this log ends);
   //   - entries after `prev` that this log already holds are kept when
@@ -92,7 +120,8 @@ class ReplicationLog {
   //     (an uncommitted tail of an older epoch), unless that would remove
   //     an applied entry, which is INTERNAL: it would mean a committed
   //     entry was not on a majority.
-  absl::Status AppendAfter(uint32_t shard, LogPosition prev, const std::vector<LogEntry>& entries);
+  absl::Status AppendAfter(uint32_t shard, uint64_t leader_epoch, LogPosition prev,
+                           const std::vector<LogEntry>& entries);
 
   // Persists a promise not to accept entries below `epoch` from now on,
   // and returns the log's last position for the candidate to compare.
@@ -114,6 +143,29 @@ class ReplicationLog {
   // (FAILED_PRECONDITION otherwise).
   absl::Status TrimThrough(uint32_t shard, uint64_t seq);
 
+  // Re-seeding a shard from a copy of another replica's records
+  // (docs/replication.md §4).
+  //
+  // As the source: up to about `max_bytes` of the shard's stored records
+  // after `after_key` ("" : from the start), in key order, as stored.
+  struct RecordPage {
+    std::vector<std::pair<std::string, std::string>> records;
+    std::string last_key;  // Pass back as `after_key` for the next page.
+    bool done = false;
+  };
+  absl::StatusOr<RecordPage> ReadRecords(uint32_t shard, const std::string& after_key,
+                                         size_t max_bytes) const;
+  // As the replica re-seeded: drops the shard's records and log (the
+  // promise stays), writes `records`, and, with `done`, makes the log
+  // continue after `position` as if every entry through it had been
+  // applied. A crash in the middle leaves an empty or partial shard whose
+  // log is empty: the caller must not let this replica vote until a
+  // restore has completed (replicator.h keeps it a learner).
+  absl::Status BeginRestore(uint32_t shard);
+  absl::Status RestoreRecords(uint32_t shard,
+                              const std::vector<std::pair<std::string, std::string>>& records);
+  absl::Status FinishRestore(uint32_t shard, LogPosition position);
+
  private:
   struct ShardLog {
     mutable absl::Mutex mu;
@@ -131,6 +183,7 @@ class ReplicationLog {
   DataDir* const dir_;
   const Durability durability_;
   std::vector<std::unique_ptr<ShardLog>> shards_;
+  std::atomic<bool> joined_{false};
 };
 
 }  // namespace dedup::storage

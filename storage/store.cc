@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <unordered_map>
 #include <utility>
 
@@ -12,7 +13,9 @@
 #include "storage/key_codec.h"
 #include "storage/lifecycle.h"
 #include "storage/record_codec.h"
+#include "storage/replication_log.h"
 #include "storage/rocks_status.h"
+#include "storage/shard_replicator.h"
 #include "storage/testing/rocksdb_env.h"
 
 namespace dedup::storage {
@@ -61,6 +64,10 @@ Store::~Store() {
 }
 
 uint32_t Store::shard_count() const { return dir_->shard_count(); }
+
+absl::StatusOr<std::unique_ptr<ReplicationLog>> Store::OpenReplicationLog() {
+  return ReplicationLog::Open(dir_.get(), options_.durability);
+}
 
 int64_t Store::NowMs() const { return dir_->time()->NowMs(); }
 
@@ -118,16 +125,34 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
   StripeLocks::Guard guard(&stripes_, hashes);
 
   const int64_t now_ms = dir_->time()->NowMs();
+  ShardReplicator* const replicator = replicator_.load();
   std::vector<absl::StatusOr<OpResult>> results;
   results.reserve(ops.size());
+  std::vector<uint32_t> op_shards;
+  op_shards.reserve(ops.size());
+  // Replicated: whether this node may answer for a shard, asked once per
+  // shard of the batch.
+  std::map<uint32_t, absl::Status> leading;
   // Records written earlier in this batch, by storage key.
   std::unordered_map<std::string, Record> pending;
+  // Single node: one write for the batch. Replicated: one per shard, whose
+  // operations name no family (a log entry, shard_replicator.h).
   rocksdb::WriteBatch batch;
+  std::map<uint32_t, rocksdb::WriteBatch> shard_batches;
   size_t answer_bytes = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
     const Operation& op = ops[i];
     const std::string storage_key = EncodeStorageKey(OpNamespace(op), OpKey(op));
     const uint32_t shard = ShardOfHash(hashes[i], shard_count());
+    op_shards.push_back(shard);
+    if (replicator != nullptr) {
+      auto [it, inserted] = leading.try_emplace(shard);
+      if (inserted) it->second = replicator->CheckLeading(shard);
+      if (!it->second.ok()) {
+        results.push_back(it->second);
+        continue;
+      }
+    }
     absl::StatusOr<std::optional<Record>> current;
     if (auto it = pending.find(storage_key); it != pending.end()) {
       current = std::optional<Record>(it->second);
@@ -138,8 +163,10 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
       results.push_back(current.status());
       continue;
     }
-    absl::StatusOr<Transition> t =
-        Decide(op, *current, now_ms, [&] { return dir_->tokens(shard)->Next(); });
+    absl::StatusOr<Transition> t = Decide(op, *current, now_ms, [&]() -> absl::StatusOr<uint64_t> {
+      if (replicator != nullptr) return replicator->NextToken(shard);
+      return dir_->tokens(shard)->Next();
+    });
     if (!t.ok()) {
       results.push_back(t.status());
       continue;
@@ -155,12 +182,45 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
     }
     answer_bytes += std::min(bytes, answer_budget_bytes - answer_bytes);
     if (t->write) {
-      batch.Put(dir_->shard(shard), storage_key, EncodeRecord(t->stored));
+      if (replicator != nullptr) {
+        shard_batches[shard].Put(storage_key, EncodeRecord(t->stored));
+      } else {
+        batch.Put(dir_->shard(shard), storage_key, EncodeRecord(t->stored));
+      }
       pending[storage_key] = std::move(t->stored);
     }
     results.push_back(std::move(t->result));
   }
 
+  if (replicator != nullptr) {
+    // Answers that wrote nothing were read from this replica: they go out
+    // only if it still leads (a node paused between the read and now may
+    // have been replaced). Commit checks the same for the shards written.
+    for (const auto& [shard, was_leading] : leading) {
+      if (!was_leading.ok() || shard_batches.count(shard) != 0) continue;
+      const absl::Status still = replicator->CheckLeading(shard);
+      if (still.ok()) continue;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (op_shards[i] == shard && results[i].ok()) results[i] = still;
+      }
+    }
+    if (shard_batches.empty()) return results;
+    std::vector<ShardWrite> writes;
+    for (auto& [shard, shard_batch] : shard_batches) {
+      writes.push_back({shard, shard_batch.Data()});
+    }
+    std::vector<absl::Status> committed = replicator->Commit(std::move(writes));
+    size_t w = 0;
+    for (const auto& [shard, shard_batch] : shard_batches) {
+      const absl::Status& status = committed[w++];
+      if (status.ok()) continue;
+      // Every answer of the shard: later items may have read the write.
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (op_shards[i] == shard) results[i] = status;
+      }
+    }
+    return results;
+  }
   if (batch.Count() > 0 && sync_failed_) {
     const absl::Status refused = BackgroundError();
     for (auto& result : results) result = absl::UnavailableError(refused.message());

@@ -25,6 +25,8 @@
 namespace dedup::storage {
 
 class DataDir;
+class ReplicationLog;
+class ShardReplicator;
 struct StoreEnvForTesting;
 
 enum class Durability {
@@ -166,6 +168,17 @@ class Store {
   uint32_t shard_count() const;
   const CompactionDrops& compaction_drops() const { return *drops_; }
 
+  // The shards' replication logs, kept in this data directory
+  // (replication_log.h). Open once; the store must outlive it.
+  absl::StatusOr<std::unique_ptr<ReplicationLog>> OpenReplicationLog();
+
+  // Makes the store a replica of a replicated cluster: from then on Apply
+  // answers only for shards `replicator` says this node leads, takes their
+  // tokens from it and commits their writes through it instead of writing
+  // the records itself. Call before the first Apply; `replicator` must
+  // outlive every Apply.
+  void SetReplicator(ShardReplicator* replicator) { replicator_ = replicator; }
+
   // Storage time now (storage_time.h): what leases and retention are
   // measured in. Never goes backwards, across restarts too.
   int64_t NowMs() const;
@@ -183,6 +196,9 @@ class Store {
 
   // Serializes operations on keys of the same stripe.
   StripeLocks stripes_;
+
+  // Null on a single node and in a statically sharded cluster.
+  std::atomic<ShardReplicator*> replicator_{nullptr};
 
   // Reads that met a record they could not decode or a corrupt block.
   mutable std::atomic<uint64_t> corrupt_records_{0};

@@ -152,6 +152,24 @@ TEST_F(ReplicationLogTest, PositionsAndPromisesSurviveAReopen) {
   EXPECT_EQ(Record("a"), "v-a");
 }
 
+TEST_F(ReplicationLogTest, ADirectoryHasNotJoinedUntilMarkedAndStaysJoinedAcrossAReopen) {
+  EXPECT_FALSE(log_->Joined());
+  ASSERT_NO_FATAL_FAILURE(Open());
+  EXPECT_FALSE(log_->Joined()) << "a reopen alone does not make a directory joined";
+  ASSERT_TRUE(log_->MarkJoined().ok());
+  EXPECT_TRUE(log_->Joined());
+  ASSERT_NO_FATAL_FAILURE(Open());
+  EXPECT_TRUE(log_->Joined());
+}
+
+TEST_F(ReplicationLogTest, ARestoreKeepsTheJoinedMark) {
+  ASSERT_TRUE(log_->MarkJoined().ok());
+  ASSERT_TRUE(log_->BeginRestore(kShard).ok());
+  ASSERT_TRUE(log_->FinishRestore(kShard, {2, 5}).ok());
+  ASSERT_NO_FATAL_FAILURE(Open());
+  EXPECT_TRUE(log_->Joined());
+}
+
 TEST_F(ReplicationLogTest, APromiseFencesEveryOlderEpoch) {
   ASSERT_TRUE(log_->Append(kShard, 1, Batch({"a"})).ok());
   absl::StatusOr<LogPosition> promised = log_->Promise(kShard, 2);
@@ -164,7 +182,7 @@ TEST_F(ReplicationLogTest, APromiseFencesEveryOlderEpoch) {
   // follower's append.
   EXPECT_EQ(log_->Append(kShard, 1, Batch({"b"})).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(log_->AppendAfter(kShard, {1, 1}, {Entry(1, 2, {"b"})}).code(),
+  EXPECT_EQ(log_->AppendAfter(kShard, 1, {1, 1}, {Entry(1, 2, {"b"})}).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(log_->Last(kShard), (LogPosition{1, 1}));
   // The new leader can.
@@ -172,34 +190,53 @@ TEST_F(ReplicationLogTest, APromiseFencesEveryOlderEpoch) {
   EXPECT_EQ(log_->Last(kShard), (LogPosition{2, 2}));
 }
 
+TEST_F(ReplicationLogTest, ANewLeaderShipsInheritedEntriesAndItsEpochFencesOlderLeaders) {
+  ASSERT_TRUE(log_->AppendAfter(kShard, 1, {0, 0}, {Entry(1, 1, {"a"})}).ok());
+  ASSERT_TRUE(log_->Promise(kShard, 2).ok());
+  // The leader of epoch 2 inherited entry 2 from epoch 1 and ships it.
+  ASSERT_TRUE(log_->AppendAfter(kShard, 2, {1, 1}, {Entry(1, 2, {"b"}), Entry(2, 3, {"c"})}).ok());
+  EXPECT_EQ(Positions(ReadAll()), "1/1 1/2 2/3 ");
+  EXPECT_EQ(log_->AppendAfter(kShard, 2, {2, 3}, {Entry(3, 4, {"d"})}).code(),
+            absl::StatusCode::kInvalidArgument)
+      << "an entry above the leader's epoch";
+
+  // An append from the leader of epoch 3 raises the promise without a vote.
+  ASSERT_TRUE(log_->AppendAfter(kShard, 3, {2, 3}, {}).ok());
+  EXPECT_EQ(log_->Promised(kShard), 3u);
+  EXPECT_EQ(log_->AppendAfter(kShard, 2, {2, 3}, {Entry(2, 4, {"x"})}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_NO_FATAL_FAILURE(Open());
+  EXPECT_EQ(log_->Promised(kShard), 3u) << "the raised promise is persisted";
+}
+
 TEST_F(ReplicationLogTest, AFollowerAppendsOnlyAfterTheLeadersPreviousEntry) {
-  EXPECT_EQ(log_->AppendAfter(kShard, {1, 5}, {Entry(1, 6, {"x"})}).code(),
+  EXPECT_EQ(log_->AppendAfter(kShard, 1, {1, 5}, {Entry(1, 6, {"x"})}).code(),
             absl::StatusCode::kAborted)
       << "this log does not reach entry 5";
-  ASSERT_TRUE(log_->AppendAfter(kShard, {0, 0}, {Entry(1, 1, {"a"}), Entry(1, 2, {"b"})}).ok());
+  ASSERT_TRUE(log_->AppendAfter(kShard, 1, {0, 0}, {Entry(1, 1, {"a"}), Entry(1, 2, {"b"})}).ok());
   EXPECT_EQ(log_->Last(kShard), (LogPosition{1, 2}));
-  EXPECT_EQ(log_->AppendAfter(kShard, {2, 2}, {Entry(2, 3, {"c"})}).code(),
+  EXPECT_EQ(log_->AppendAfter(kShard, 2, {2, 2}, {Entry(2, 3, {"c"})}).code(),
             absl::StatusCode::kAborted)
       << "entry 2 is of epoch 1 here";
-  EXPECT_EQ(log_->AppendAfter(kShard, {1, 2}, {Entry(1, 4, {"c"})}).code(),
+  EXPECT_EQ(log_->AppendAfter(kShard, 1, {1, 2}, {Entry(1, 4, {"c"})}).code(),
             absl::StatusCode::kInvalidArgument)
       << "a gap in the entries sent";
-  ASSERT_TRUE(log_->AppendAfter(kShard, {1, 2}, {Entry(2, 3, {"c"})}).ok());
+  ASSERT_TRUE(log_->AppendAfter(kShard, 2, {1, 2}, {Entry(2, 3, {"c"})}).ok());
   // The same append again (a retried message) changes nothing.
-  ASSERT_TRUE(log_->AppendAfter(kShard, {1, 2}, {Entry(2, 3, {"c"})}).ok());
+  ASSERT_TRUE(log_->AppendAfter(kShard, 2, {1, 2}, {Entry(2, 3, {"c"})}).ok());
   EXPECT_EQ(Positions(ReadAll()), "1/1 1/2 2/3 ");
 }
 
 TEST_F(ReplicationLogTest, AnUncommittedTailOfAnOlderEpochIsReplaced) {
   // An old leader of epoch 1 wrote three entries here; only the first was
   // committed (and applied) before it failed.
-  ASSERT_TRUE(log_->AppendAfter(kShard, {0, 0},
+  ASSERT_TRUE(log_->AppendAfter(kShard, 1, {0, 0},
                                 {Entry(1, 1, {"a"}), Entry(1, 2, {"b"}), Entry(1, 3, {"c"})})
                   .ok());
   ASSERT_TRUE(log_->ApplyThrough(kShard, 1).ok());
 
   // The leader of epoch 2 holds entry 1 and its own entry 2.
-  ASSERT_TRUE(log_->AppendAfter(kShard, {1, 1}, {Entry(2, 2, {"z"})}).ok());
+  ASSERT_TRUE(log_->AppendAfter(kShard, 2, {1, 1}, {Entry(2, 2, {"z"})}).ok());
   EXPECT_EQ(Positions(ReadAll()), "1/1 2/2 ");
   EXPECT_EQ(log_->Last(kShard), (LogPosition{2, 2}));
   ASSERT_TRUE(log_->ApplyThrough(kShard, 2).ok());
@@ -211,10 +248,10 @@ TEST_F(ReplicationLogTest, AnUncommittedTailOfAnOlderEpochIsReplaced) {
 }
 
 TEST_F(ReplicationLogTest, AnAppliedEntryIsNeverReplaced) {
-  ASSERT_TRUE(log_->AppendAfter(kShard, {0, 0}, {Entry(1, 1, {"a"}), Entry(1, 2, {"b"})}).ok());
+  ASSERT_TRUE(log_->AppendAfter(kShard, 1, {0, 0}, {Entry(1, 1, {"a"}), Entry(1, 2, {"b"})}).ok());
   ASSERT_TRUE(log_->ApplyThrough(kShard, 2).ok());
 
-  EXPECT_EQ(log_->AppendAfter(kShard, {1, 1}, {Entry(2, 2, {"z"})}).code(),
+  EXPECT_EQ(log_->AppendAfter(kShard, 2, {1, 1}, {Entry(2, 2, {"z"})}).code(),
             absl::StatusCode::kInternal);
   EXPECT_EQ(Positions(ReadAll()), "1/1 1/2 ");
 }
@@ -232,11 +269,52 @@ TEST_F(ReplicationLogTest, OnlyAppliedEntriesAreTrimmedAndTheLogEndSurvivesIt) {
 
   ASSERT_NO_FATAL_FAILURE(Open());
   EXPECT_EQ(log_->Last(kShard), (LogPosition{1, 4})) << "an emptied log ends where it was applied";
-  EXPECT_EQ(log_->AppendAfter(kShard, {1, 2}, {Entry(1, 3, {"k"})}).code(),
+  EXPECT_EQ(log_->AppendAfter(kShard, 1, {1, 2}, {Entry(1, 3, {"k"})}).code(),
             absl::StatusCode::kAborted)
       << "entries before 5 are trimmed";
-  ASSERT_TRUE(log_->AppendAfter(kShard, {1, 4}, {Entry(2, 5, {"n"})}).ok());
+  ASSERT_TRUE(log_->AppendAfter(kShard, 2, {1, 4}, {Entry(2, 5, {"n"})}).ok());
   EXPECT_EQ(log_->Last(kShard), (LogPosition{2, 5}));
+}
+
+TEST_F(ReplicationLogTest, ARestoreCopiesTheRecordsAndTheLogContinuesAfterItsPosition) {
+  // The source: a leader's shard with three records, applied through 1/3.
+  for (const char* key : {"a", "b", "c"}) ASSERT_TRUE(log_->Append(kShard, 1, Batch({key})).ok());
+  ASSERT_TRUE(log_->ApplyThrough(kShard, 3).ok());
+  std::vector<std::pair<std::string, std::string>> copied;
+  std::string after;
+  for (int pages = 0;; ++pages) {
+    ASSERT_LT(pages, 10);
+    absl::StatusOr<ReplicationLog::RecordPage> page = log_->ReadRecords(kShard, after, 1);
+    ASSERT_TRUE(page.ok()) << page.status();
+    EXPECT_LE(page->records.size(), 1u) << "one record per page at a 1-byte budget";
+    copied.insert(copied.end(), page->records.begin(), page->records.end());
+    if (page->done) break;
+    after = page->last_key;
+  }
+  ASSERT_EQ(copied.size(), 3u);
+  EXPECT_EQ(copied[1], std::make_pair(std::string("b"), std::string("v-b")));
+
+  // The same directory plays the replica re-seeded: it held a stale record
+  // and a log of its own, which the restore drops; its promise stays.
+  ASSERT_TRUE(log_->Promise(kShard, 2).ok());
+  ASSERT_TRUE(log_->BeginRestore(kShard).ok());
+  EXPECT_EQ(Record("a"), "(none)");
+  EXPECT_EQ(log_->Last(kShard), (LogPosition{0, 0}));
+  ASSERT_TRUE(log_->RestoreRecords(kShard, copied).ok());
+  ASSERT_TRUE(log_->FinishRestore(kShard, {1, 3}).ok());
+  EXPECT_EQ(Record("b"), "v-b");
+  EXPECT_EQ(log_->Applied(kShard), (LogPosition{1, 3}));
+  EXPECT_EQ(log_->Promised(kShard), 2u);
+  EXPECT_EQ(log_->AppendAfter(kShard, 2, {1, 2}, {Entry(1, 3, {"x"})}).code(),
+            absl::StatusCode::kAborted)
+      << "nothing before the restored position is held";
+  ASSERT_TRUE(log_->AppendAfter(kShard, 2, {1, 3}, {Entry(2, 4, {"d"})}).ok());
+  ASSERT_TRUE(log_->ApplyThrough(kShard, 4).ok());
+  EXPECT_EQ(Record("d"), "v-d");
+
+  ASSERT_NO_FATAL_FAILURE(Open());
+  EXPECT_EQ(log_->Applied(kShard), (LogPosition{2, 4})) << "the restore survives a restart";
+  EXPECT_EQ(Record("c"), "v-c");
 }
 
 // Power loss: an fsync-mode append that returned is on disk; a promise is
@@ -277,6 +355,16 @@ TEST_F(ReplicationLogPowerLossTest, AcknowledgedAppendsAndPromisesSurvive) {
     for (size_t i = 0; i < entries.size(); ++i) EXPECT_EQ(entries[i].seq, i + 1) << "no gap";
     EXPECT_EQ(log_->Promised(kShard + 1), promised);
   }
+}
+
+TEST_F(ReplicationLogPowerLossTest, TheJoinedMarkSurvivesInBufferedDurabilityToo) {
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kBuffered));
+  ASSERT_TRUE(log_->MarkJoined().ok());
+  fs_->PowerLoss();
+  Close();
+  fs_->Restart();
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kBuffered));
+  EXPECT_TRUE(log_->Joined());
 }
 
 }  // namespace
