@@ -72,6 +72,8 @@ const char* RoleName(Role role) {
       return "claim";
     case Role::kAdmin:
       return "admin";
+    case Role::kReplica:
+      return "replica";
   }
   return "unknown";
 }
@@ -240,7 +242,10 @@ absl::Status Authorizer::Authorize(const Caller& caller, absl::string_view ns, R
   const auto it = grants_.find(caller.identity);
   if (it != grants_.end()) {
     for (const Grant* grant : it->second) {
-      if (!(role == Role::kClaim ? grant->claim : grant->admin)) continue;
+      const bool holds = role == Role::kClaim   ? grant->claim
+                         : role == Role::kAdmin ? grant->admin
+                                                : grant->replica;
+      if (!holds) continue;
       for (const std::string& granted : grant->namespaces) {
         if (granted == "*" || granted == ns) return absl::OkStatus();
       }

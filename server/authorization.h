@@ -32,6 +32,9 @@ namespace dedup::server {
 enum class Role {
   kClaim,  // Claim, Complete, Release, Extend, Query, and those in Batch and Stream.
   kAdmin,  // Scan.
+  // The replicas' own protocol (dedup.replication.v1): granted to the
+  // nodes' identities, on "*".
+  kReplica,
 };
 const char* RoleName(Role role);
 
@@ -51,6 +54,7 @@ struct Grant {
   std::vector<std::string> namespaces;
   bool claim = false;
   bool admin = false;
+  bool replica = false;
 };
 
 struct AuthSettings {

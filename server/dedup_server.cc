@@ -65,10 +65,23 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
       std::make_unique<WorkerPool>(settings.limits.scan_workers, settings.limits.max_queued_tasks);
   auto shards = std::make_shared<const ShardMap>(server->store_->shard_count(),
                                                  settings.cluster_nodes, settings.node_index);
+  const bool replicated = settings.replication_factor > 1;
+  if (replicated) {
+    absl::Status joined = server->JoinReplicatedCluster(settings);
+    if (!joined.ok()) {
+      server->pool_->Shutdown();
+      server->scan_pool_->Shutdown();
+      return joined;
+    }
+  }
+  // Replicated, the store checks leadership per shard (replicator.h) and
+  // the static owner rule does not apply.
   server->service_ = std::make_unique<DedupService>(
       server->store_.get(), server->pool_.get(), server->scan_pool_.get(), server->metrics_.get(),
       server->auth_.get(), shards,
-      RequestTranslator(settings.policies, settings.max_key_bytes, shards), settings.limits);
+      RequestTranslator(settings.policies, settings.max_key_bytes, replicated ? nullptr : shards),
+      settings.limits);
+  if (replicated) server->service_->SetReplicator(server->replicator_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -82,6 +95,9 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
   }
   builder.AddListeningPort(settings.listen, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
+  if (server->replication_service_ != nullptr) {
+    builder.RegisterService(server->replication_service_.get());
+  }
   ApplyTransportLimits(settings.limits, &builder);
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
@@ -117,6 +133,44 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
     server->probes_ = std::move(*probes);
   }
   return server;
+}
+
+absl::Status DedupServer::JoinReplicatedCluster(const ServerSettings& settings) {
+  cluster::EtcdOptions etcd_options;
+  etcd_options.endpoints = settings.etcd_endpoints;
+  absl::StatusOr<std::unique_ptr<cluster::EtcdClient>> etcd =
+      cluster::EtcdClient::Connect(etcd_options);
+  if (!etcd.ok()) return etcd.status();
+  etcd_ = std::move(*etcd);
+  absl::StatusOr<std::unique_ptr<storage::ReplicationLog>> log = store_->OpenReplicationLog();
+  if (!log.ok()) return log.status();
+  replication_log_ = std::move(*log);
+  cluster::ReplicatorOptions options;
+  options.nodes = settings.cluster_nodes;
+  options.self = settings.node_index;
+  options.replication_factor = settings.replication_factor;
+  options.etcd_prefix = absl::StrCat("/dedup/", settings.cluster_name, "/");
+  options.lease_ttl = absl::Milliseconds(settings.leader_lease_ms);
+  // With TLS, peers are called with this node's own certificate, whose
+  // identity the peers' grants must give the "replica" role.
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> peer_credentials =
+      PeerCredentialsFor(settings.tls);
+  if (!peer_credentials.ok()) return peer_credentials.status();
+  options.peer_credentials = std::move(*peer_credentials);
+  absl::StatusOr<std::unique_ptr<cluster::Replicator>> replicator =
+      cluster::Replicator::Start(options, etcd_.get(), replication_log_.get(), store_.get());
+  if (!replicator.ok()) {
+    return absl::Status(
+        replicator.status().code(),
+        absl::StrCat("cannot join the replicated cluster: ", replicator.status().message()));
+  }
+  replicator_ = std::move(*replicator);
+  store_->SetReplicator(replicator_.get());
+  replication_metrics_ =
+      std::make_unique<cluster::ReplicationMetrics>(replicator_.get(), settings.replication_factor);
+  replication_service_ =
+      std::make_unique<cluster::ReplicationService>(replicator_.get(), auth_.get());
+  return absl::OkStatus();
 }
 
 DedupServer::~DedupServer() { Shutdown(absl::ZeroDuration()); }
@@ -161,6 +215,10 @@ HttpResponse DedupServer::Scrape() const {
   std::vector<prometheus::MetricFamily> families = metrics_->registry()->Collect();
   std::vector<prometheus::MetricFamily> process = process_metrics_.Collect();
   families.insert(families.end(), process.begin(), process.end());
+  if (replication_metrics_ != nullptr) {
+    std::vector<prometheus::MetricFamily> replication = replication_metrics_->Collect();
+    families.insert(families.end(), replication.begin(), replication.end());
+  }
   return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
                       prometheus::TextSerializer().Serialize(families)};
 }
@@ -170,6 +228,11 @@ void DedupServer::Shutdown(absl::Duration grace) {
   stopped_ = true;
   draining_ = true;
   monitor_.reset();
+  if (replicator_ != nullptr) {
+    // Hands the shards this node leads to up-to-date followers while the
+    // replication service still answers them (docs/replication.md §6).
+    replicator_->HandOff(std::min(grace / 2, absl::Seconds(5)));
+  }
   if (grpc_server_ != nullptr) {
     grpc_server_->GetHealthCheckService()->Shutdown();
     // Waits for in-flight calls until the deadline, then cancels them; the
@@ -181,8 +244,14 @@ void DedupServer::Shutdown(absl::Duration grace) {
   if (scan_pool_ != nullptr) scan_pool_->Shutdown();
   http_.reset();
   probes_.reset();
+  if (replicator_ != nullptr) replicator_->Stop();
   grpc_server_.reset();
   service_.reset();
+  replication_service_.reset();
+  replication_metrics_.reset();
+  replicator_.reset();
+  replication_log_.reset();
+  etcd_.reset();
   pool_.reset();
   scan_pool_.reset();
   store_.reset();  // Syncs the WAL and closes RocksDB.

@@ -7,6 +7,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
+#include "server/cluster/etcd_client.h"
+#include "server/cluster/replication_metrics.h"
+#include "server/cluster/replication_service.h"
+#include "server/cluster/replicator.h"
 #include "server/dedup_service.h"
 #include "server/http_endpoint.h"
 #include "server/metrics.h"
@@ -61,6 +65,9 @@ class DedupServer {
 
  private:
   DedupServer() = default;
+  // Opens the replication log, registers with etcd and starts the
+  // replicator; the store then commits through it.
+  absl::Status JoinReplicatedCluster(const ServerSettings& settings);
   // Where storage stands, as the monitor last reported it.
   enum class StorageHealth { kHealthy, kOutOfSpace, kFailed };
   void OnStorageChange(const absl::Status& health);
@@ -75,6 +82,12 @@ class DedupServer {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<storage::Store> store_;
+  // Replicated cluster only (docs/replication.md).
+  std::unique_ptr<cluster::EtcdClient> etcd_;
+  std::unique_ptr<storage::ReplicationLog> replication_log_;
+  std::unique_ptr<cluster::Replicator> replicator_;
+  std::unique_ptr<cluster::ReplicationService> replication_service_;
+  std::unique_ptr<cluster::ReplicationMetrics> replication_metrics_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<WorkerPool> scan_pool_;
   std::unique_ptr<DedupService> service_;

@@ -99,6 +99,7 @@ grpc::ServerUnaryReactor* DedupService::Topology(grpc::CallbackServerContext* co
   for (const std::string& node : shards_->nodes()) response->add_nodes(node);
   response->set_node_index(shards_->self());
   response->set_version(shards_->version());
+  if (replicator_ != nullptr) replicator_->FillTopology(response);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

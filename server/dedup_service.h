@@ -7,6 +7,7 @@
 
 #include "dedup/v1/dedup.grpc.pb.h"
 #include "server/authorization.h"
+#include "server/cluster/replicator.h"
 #include "server/limits.h"
 #include "server/metrics.h"
 #include "server/request_translator.h"
@@ -33,6 +34,10 @@ class DedupService final : public v1::Dedup::CallbackService {
   DedupService(storage::Store* store, WorkerPool* pool, WorkerPool* scan_pool, Metrics* metrics,
                Authorizer* auth, std::shared_ptr<const ShardMap> shards,
                RequestTranslator translator, const ServerLimits& limits);
+
+  // Makes Topology name each shard's leader (a replicated cluster). Call
+  // before serving; `replicator` must outlive the service.
+  void SetReplicator(cluster::Replicator* replicator) { replicator_ = replicator; }
 
   grpc::ServerUnaryReactor* Claim(grpc::CallbackServerContext* context,
                                   const v1::ClaimRequest* request,
@@ -114,6 +119,8 @@ class DedupService final : public v1::Dedup::CallbackService {
   Metrics* const metrics_;
   Authorizer* const auth_;
   const std::shared_ptr<const ShardMap> shards_;
+  // Set in a replicated cluster: who leads which shard.
+  cluster::Replicator* replicator_ = nullptr;
   const RequestTranslator translator_;
   const ServerLimits limits_;
   std::atomic<uint32_t> open_streams_{0};

@@ -61,6 +61,15 @@ ABSL_FLAG(std::vector<std::string>, cluster_nodes, {},
           "[config: cluster.nodes]. Unset: a single node.");
 ABSL_FLAG(int32_t, node_index, -1,
           "This node's index in --cluster_nodes [config: cluster.node_index].");
+ABSL_FLAG(uint32_t, replication_factor, 0,
+          "Copies of each shard; above 1 the cluster is replicated and keeps its leaders in "
+          "etcd [config: cluster.replication_factor; default 1].");
+ABSL_FLAG(std::vector<std::string>, etcd_endpoints, {},
+          "host:port of etcd's client API, comma-separated [config: cluster.etcd_endpoints].");
+ABSL_FLAG(std::string, cluster_name, "",
+          "Names the cluster's keys in etcd [config: cluster.name; default \"default\"].");
+ABSL_FLAG(std::string, leader_lease, "",
+          "TTL of a shard leader's etcd lease [config: cluster.leader_lease; default 10s].");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, log_format, "text",
           "text (one readable line per event) or json (one JSON object per line).");
@@ -113,6 +122,14 @@ Flags (each overrides the config field in brackets):
   --cluster_nodes=A,B,C addresses of every node of a cluster, in index order; node i
                         of n owns the shards s with s mod n == i [cluster.nodes]
   --node_index=N        this node's index in --cluster_nodes [cluster.node_index]
+  --replication_factor=R  copies of each shard; above 1, shard s lives on nodes
+                        s..s+R-1 (mod n), one of them leads it, and a majority
+                        holds every acknowledged write [cluster.replication_factor]
+  --etcd_endpoints=H:P,...  etcd (v3) holding a replicated cluster's leaders
+                        [cluster.etcd_endpoints]
+  --cluster_name=NAME   the cluster's key prefix in etcd [cluster.name]
+  --leader_lease=DUR    how long a dead leader's shards wait before another
+                        replica takes over [cluster.leader_lease; default 10s]
   --workers=N           storage worker threads [workers; default 32]
   --max_key_bytes=N     longest key [max_key_bytes; default 512]
   --log_level=LEVEL     trace, debug, info, warn, error or off (default info)
@@ -221,6 +238,19 @@ absl::StatusOr<ServerConfig> LoadConfig() {
   if (absl::GetFlag(FLAGS_node_index) >= 0) {
     config.mutable_cluster()->set_node_index(
         static_cast<uint32_t>(absl::GetFlag(FLAGS_node_index)));
+  }
+  if (absl::GetFlag(FLAGS_replication_factor) != 0) {
+    config.mutable_cluster()->set_replication_factor(absl::GetFlag(FLAGS_replication_factor));
+  }
+  if (const auto etcd = absl::GetFlag(FLAGS_etcd_endpoints); !etcd.empty()) {
+    config.mutable_cluster()->clear_etcd_endpoints();
+    for (const std::string& endpoint : etcd) config.mutable_cluster()->add_etcd_endpoints(endpoint);
+  }
+  if (!absl::GetFlag(FLAGS_cluster_name).empty()) {
+    config.mutable_cluster()->set_name(absl::GetFlag(FLAGS_cluster_name));
+  }
+  if (!absl::GetFlag(FLAGS_leader_lease).empty()) {
+    config.mutable_cluster()->set_leader_lease(absl::GetFlag(FLAGS_leader_lease));
   }
   if (absl::GetFlag(FLAGS_workers) != 0) config.set_workers(absl::GetFlag(FLAGS_workers));
   if (absl::GetFlag(FLAGS_max_key_bytes) != 0) {

@@ -240,16 +240,19 @@ absl::Status ResolveAuth(const v1::AuthConfig& in, AuthSettings* out) {
     grant.namespaces.assign(g.namespaces().begin(), g.namespaces().end());
     if (g.roles().empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ".roles: name at least one of \"claim\", \"admin\""));
+          absl::StrCat(field, ".roles: name at least one of \"claim\", \"admin\", \"replica\""));
     }
     for (int j = 0; j < g.roles_size(); ++j) {
       if (g.roles(j) == "claim") {
         grant.claim = true;
       } else if (g.roles(j) == "admin") {
         grant.admin = true;
+      } else if (g.roles(j) == "replica") {
+        grant.replica = true;
       } else {
         return absl::InvalidArgumentError(absl::StrCat(
-            field, ".roles[", j, "]: must be \"claim\" or \"admin\", got \"", g.roles(j), "\""));
+            field, ".roles[", j, "]: must be \"claim\", \"admin\" or \"replica\", got \"",
+            g.roles(j), "\""));
       }
     }
     out->grants.push_back(std::move(grant));
@@ -269,6 +272,32 @@ absl::Status ResolveCluster(const v1::ClusterConfig& cluster, ServerSettings* se
     if (settings->cluster_nodes[i].empty()) {
       return absl::InvalidArgumentError(absl::StrCat("cluster.nodes[", i, "]: empty address"));
     }
+  }
+  settings->replication_factor = std::max<uint32_t>(cluster.replication_factor(), 1);
+  settings->etcd_endpoints.assign(cluster.etcd_endpoints().begin(), cluster.etcd_endpoints().end());
+  if (!cluster.name().empty()) {
+    const absl::Status named = ValidateNamespaceName(cluster.name(), "cluster.name");
+    if (!named.ok()) return named;
+    settings->cluster_name = cluster.name();
+  }
+  absl::Status lease = ParseDurationField(cluster.leader_lease(), 10'000, 2'000,
+                                          "cluster.leader_lease", &settings->leader_lease_ms);
+  if (!lease.ok()) return lease;
+  if (settings->replication_factor > 1) {
+    if (settings->replication_factor > settings->cluster_nodes.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cluster.replication_factor: at most the number of cluster.nodes (",
+                       settings->cluster_nodes.size(), "), got ", settings->replication_factor));
+    }
+    if (settings->etcd_endpoints.empty()) {
+      return absl::InvalidArgumentError(
+          "cluster.etcd_endpoints: a replicated cluster (replication_factor above 1) keeps its "
+          "leaders in etcd; give its client endpoints (host:port)");
+    }
+  } else if (!settings->etcd_endpoints.empty()) {
+    return absl::InvalidArgumentError(
+        "cluster.etcd_endpoints: set without cluster.replication_factor above 1; only a "
+        "replicated cluster uses etcd");
   }
   if (settings->cluster_nodes.empty()) {
     if (settings->node_index != 0) {
@@ -395,6 +424,10 @@ std::string DescribeSettings(const ServerSettings& s) {
       s.store.shards == 0 ? std::string("existing-or-16") : absl::StrCat(s.store.shards),
       " durability=", s.store.durability == storage::Durability::kFsync ? "fsync" : "buffered",
       " strict=", s.policies->strict() ? "true" : "false", " cluster=", s.store.identity,
+      s.replication_factor > 1 ? absl::StrCat(" replication_factor=", s.replication_factor,
+                                              " etcd=", absl::StrJoin(s.etcd_endpoints, ","),
+                                              " cluster_name=", s.cluster_name)
+                               : std::string(),
       " namespaces=", s.policies->declared().size(), " workers=", s.workers,
       " max_key_bytes=", s.max_key_bytes, " max_queued_tasks=", s.limits.max_queued_tasks,
       " max_receive_message_bytes=", s.limits.max_receive_message_bytes,

@@ -28,6 +28,12 @@ struct ServerSettings {
   int64_t stats_interval_ms = 10'000;
   std::vector<std::string> cluster_nodes;  // Empty: a single node.
   uint32_t node_index = 0;
+  // Replicated cluster (docs/replication.md): above 1, each shard has this
+  // many replicas and leadership is held in etcd.
+  uint32_t replication_factor = 1;
+  std::vector<std::string> etcd_endpoints;
+  std::string cluster_name = "default";
+  int64_t leader_lease_ms = 10'000;
   ServerLimits limits;
   TlsSettings tls;
   // Plaintext on a non-loopback `listen`, acknowledged by --insecure.

@@ -62,4 +62,22 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
   return grpc::experimental::TlsServerCredentials(options);
 }
 
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> PeerCredentialsFor(
+    const TlsSettings& tls) {
+  if (!tls.enabled()) return grpc::InsecureChannelCredentials();
+  absl::Status s = CheckPemFile(tls.cert, "tls.cert");
+  s.Update(CheckPemFile(tls.key, "tls.key"));
+  if (tls.mutual()) s.Update(CheckPemFile(tls.ca, "tls.ca"));
+  if (!s.ok()) return s;
+  const auto refresh_s =
+      static_cast<unsigned int>(std::clamp<int64_t>(tls.refresh_interval_ms / 1000, 1, 24 * 3600));
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      tls.key, tls.cert, tls.ca, refresh_s);
+  grpc::experimental::TlsChannelCredentialsOptions options;
+  options.set_certificate_provider(provider);
+  options.watch_identity_key_cert_pairs();
+  if (tls.mutual()) options.watch_root_certs();
+  return grpc::experimental::TlsCredentials(options);
+}
+
 }  // namespace dedup::server

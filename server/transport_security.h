@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 
 namespace dedup::server {
@@ -31,6 +32,13 @@ bool IsLoopbackListen(absl::string_view listen);
 // verifying a client certificate when `tls.mutual()`. FAILED_PRECONDITION
 // naming the file when one cannot be read or holds no PEM block.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
+    const TlsSettings& tls);
+
+// How a node of a replicated cluster calls its peers: insecure when `tls`
+// is not enabled, otherwise TLS presenting this node's own certificate and
+// verifying the peer's against `tls.ca` (the system roots when unset), the
+// files watched for changes like the server's.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> PeerCredentialsFor(
     const TlsSettings& tls);
 
 }  // namespace dedup::server

@@ -142,6 +142,40 @@ absl::StatusOr<bool> EtcdClient::CompareAndPut(absl::string_view key, absl::stri
   return response.succeeded();
 }
 
+absl::StatusOr<bool> EtcdClient::Txn(const std::vector<EtcdCompare>& compares,
+                                     const std::vector<EtcdWrite>& writes) {
+  etcdserverpb::TxnRequest request;
+  for (const EtcdCompare& c : compares) {
+    etcdserverpb::Compare* compare = request.add_compare();
+    compare->set_key(c.key);
+    compare->set_result(etcdserverpb::Compare::EQUAL);
+    if (c.value.has_value()) {
+      compare->set_target(etcdserverpb::Compare::VALUE);
+      compare->set_value(*c.value);
+    } else {
+      compare->set_target(etcdserverpb::Compare::MOD);
+      compare->set_mod_revision(c.mod_revision);
+    }
+  }
+  for (const EtcdWrite& w : writes) {
+    etcdserverpb::RequestOp* op = request.add_success();
+    if (w.remove) {
+      op->mutable_request_delete_range()->set_key(w.key);
+    } else {
+      etcdserverpb::PutRequest* put = op->mutable_request_put();
+      put->set_key(w.key);
+      put->set_value(w.value);
+      put->set_lease(w.lease);
+    }
+  }
+  etcdserverpb::TxnResponse response;
+  absl::Status status = Invoke("Txn", [&](Member& m, grpc::ClientContext* context) {
+    return m.kv->Txn(context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response.succeeded();
+}
+
 absl::StatusOr<int64_t> EtcdClient::Delete(absl::string_view key) {
   etcdserverpb::DeleteRangeRequest request;
   request.set_key(std::string(key));

@@ -38,6 +38,24 @@ struct EtcdLease {
   absl::Duration ttl;  // As granted: etcd raises a request below its minimum.
 };
 
+// One condition of a transaction: the key's modification revision equals
+// `mod_revision` (0: the key does not exist), or, with `value` set, its
+// value equals it.
+struct EtcdCompare {
+  std::string key;
+  int64_t mod_revision = 0;
+  std::optional<std::string> value;
+};
+
+// One write of a transaction: a put (attached to `lease` when non-zero),
+// or with `remove`, a delete of the key.
+struct EtcdWrite {
+  std::string key;
+  std::string value;
+  int64_t lease = 0;
+  bool remove = false;
+};
+
 struct EtcdOptions {
   // host:port of each etcd member. Calls go to the first that answers.
   std::vector<std::string> endpoints;
@@ -68,6 +86,10 @@ class EtcdClient {
   // True when written; false when someone else changed it first.
   absl::StatusOr<bool> CompareAndPut(absl::string_view key, absl::string_view value,
                                      int64_t expected_mod_revision, int64_t lease = 0);
+  // Applies every write if every comparison holds, atomically. True when
+  // applied; false when a comparison failed (nothing was written).
+  absl::StatusOr<bool> Txn(const std::vector<EtcdCompare>& compares,
+                           const std::vector<EtcdWrite>& writes);
   // Deletes the key; returns how many keys were deleted (0 or 1).
   absl::StatusOr<int64_t> Delete(absl::string_view key);
 

@@ -1,0 +1,1410 @@
+#include "server/cluster/replicator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <random>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "grpcpp/create_channel.h"
+#include "server/logging.h"
+#include "spdlog/spdlog.h"
+
+namespace dedup::server::cluster {
+namespace {
+
+namespace rv1 = ::dedup::replication::v1;
+using storage::LogEntry;
+using storage::LogPosition;
+
+// A leader of epoch e hands out tokens e * 2^40 + 1, + 2, ...
+constexpr int kTokenEpochShift = 40;
+// Entries shipped in one append, at most (one entry always goes), and
+// records in one page of a restore.
+constexpr size_t kShipBytes = 1 << 20;
+// Entries a leader keeps for a follower that does not take them (down, or
+// partitioned); one further behind is re-seeded from a copy of the
+// records when it returns.
+constexpr uint64_t kLogRetention = 500'000;
+// Logs are trimmed in steps of at least this many entries.
+constexpr uint64_t kTrimStep = 1024;
+
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+LogPosition FromProto(const rv1::Position& p) { return {p.epoch(), p.seq()}; }
+
+void ToProto(LogPosition position, rv1::Position* out) {
+  out->set_epoch(position.epoch);
+  out->set_seq(position.seq);
+}
+
+// How often a leader tells each follower the commit when nothing else
+// goes, and how often the leadership keys are read.
+absl::Duration Tick(absl::Duration ttl) {
+  return std::clamp(ttl / 10, absl::Milliseconds(50), absl::Milliseconds(500));
+}
+
+// Deadline of one call to a peer.
+absl::Duration PeerTimeout(absl::Duration ttl) { return std::min(absl::Seconds(1), ttl / 4); }
+
+// How long a leader believes its lease after the keep-alive sent at some
+// moment was answered with `ttl`: less than etcd can take to end it,
+// allowing clocks that run 10% apart and a margin for scheduling.
+absl::Duration TrustedLease(absl::Duration ttl) {
+  return ttl * 0.9 - std::min(absl::Milliseconds(500), ttl / 10);
+}
+
+std::string EmptyBatch() {
+  // The representation of an empty RocksDB WriteBatch: sequence (8 bytes)
+  // and count (4 bytes), all zero.
+  return std::string(12, '\0');
+}
+
+}  // namespace
+
+Replicator::Replicator(const ReplicatorOptions& options, EtcdClient* etcd,
+                       storage::ReplicationLog* log, storage::Store* store)
+    : options_(options), etcd_(etcd), log_(log), store_(store) {}
+
+absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Start(const ReplicatorOptions& options,
+                                                              EtcdClient* etcd,
+                                                              storage::ReplicationLog* log,
+                                                              storage::Store* store) {
+  const uint32_t n = static_cast<uint32_t>(options.nodes.size());
+  if (options.replication_factor < 2 || options.replication_factor > n) {
+    return absl::InvalidArgumentError(absl::StrCat("replication factor must be 2..", n,
+                                                   " (the node count), got ",
+                                                   options.replication_factor));
+  }
+  if (options.self >= n) return absl::InvalidArgumentError("node index out of range");
+  std::unique_ptr<Replicator> r(new Replicator(options, etcd, log, store));
+  r->stubs_.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (i == options.self) continue;
+    std::shared_ptr<grpc::ChannelCredentials> credentials =
+        options.peer_credentials != nullptr ? options.peer_credentials
+                                            : grpc::InsecureChannelCredentials();
+    r->stubs_[i] = rv1::Replication::NewStub(grpc::CreateChannel(options.nodes[i], credentials));
+  }
+  for (uint32_t s = 0; s < store->shard_count(); ++s) {
+    auto shard = std::make_unique<Shard>();
+    shard->index = s;
+    for (uint32_t k = 0; k < options.replication_factor; ++k) {
+      const uint32_t node = (s + k) % n;
+      shard->replicas.push_back(node);
+      if (node == options.self) shard->replica = true;
+    }
+    r->shards_.push_back(std::move(shard));
+  }
+  absl::Status joined = r->Join();
+  if (!joined.ok()) return joined;
+
+  r->threads_.emplace_back([p = r.get()] { p->CoordinateLoop(); });
+  r->threads_.emplace_back([p = r.get()] { p->ElectionLoop(); });
+  for (auto& shard : r->shards_) {
+    if (!shard->replica) continue;
+    for (uint32_t node : shard->replicas) {
+      if (node == options.self) continue;
+      r->threads_.emplace_back([p = r.get(), s = shard.get(), node] { p->ShipLoop(s, node); });
+    }
+  }
+  return r;
+}
+
+Replicator::~Replicator() { Stop(); }
+
+std::string Replicator::Key(absl::string_view suffix) const {
+  return absl::StrCat(options_.etcd_prefix, suffix);
+}
+
+bool Replicator::LeaseValid() const { return SteadyNowNs() < lease_valid_until_ns_.load(); }
+
+absl::Status Replicator::Join() {
+  const int64_t sent = SteadyNowNs();
+  absl::StatusOr<EtcdLease> lease = etcd_->GrantLease(options_.lease_ttl);
+  if (!lease.ok()) return lease.status();
+  lease_id_ = lease->id;
+  lease_valid_until_ns_ = sent + absl::ToInt64Nanoseconds(TrustedLease(lease->ttl));
+
+  const std::string member = Key(absl::StrCat("members/", options_.self));
+  absl::StatusOr<std::optional<EtcdKeyValue>> known = etcd_->Get(member);
+  if (!known.ok()) return known.status();
+  absl::StatusOr<std::vector<EtcdKeyValue>> learning =
+      etcd_->GetPrefix(Key(absl::StrCat("learner/", options_.self, "/")));
+  if (!learning.ok()) return learning.status();
+  // Per shard, the revision of this node's learner key; 0: none.
+  std::vector<int64_t> learner(shards_.size(), 0);
+  for (const EtcdKeyValue& kv : *learning) {
+    uint32_t s;
+    if (absl::SimpleAtoi(kv.key.substr(kv.key.rfind('/') + 1), &s) && s < shards_.size()) {
+      learner[s] = kv.mod_revision;
+    }
+  }
+  if (known->has_value() && !log_->Joined()) {
+    // The cluster knows this node, so it once acknowledged writes, but its
+    // data directory never joined: the volume was lost or replaced. It
+    // must not vote with missing data; it re-seeds every shard first (§4).
+    // The mark that it joined is written only after every learner key, so
+    // a start cut short here comes back to this on the next one.
+    LogEvent(spdlog::level::warn,
+             "this node's data directory is new but the cluster knows the node: re-seeding every "
+             "shard it holds before it votes or leads");
+    for (auto& shard : shards_) {
+      if (!shard->replica) continue;
+      absl::StatusOr<int64_t> put =
+          etcd_->Put(Key(absl::StrCat("learner/", options_.self, "/", shard->index)), "re-seed");
+      if (!put.ok()) return put.status();
+      learner[shard->index] = *put;
+    }
+  }
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    shard->learner = shard->replica && learner[shard->index] != 0;
+    shard->learner_revision = learner[shard->index];
+  }
+  // Every replica promises at least the epoch the map holds. One whose
+  // volume was replaced has forgotten the promises it made; unfenced, it
+  // could help a leader that an election has replaced to a majority.
+  absl::StatusOr<std::vector<EtcdKeyValue>> map = etcd_->GetPrefix(Key("shards/"));
+  if (!map.ok()) return map.status();
+  for (const EtcdKeyValue& kv : *map) {
+    uint32_t s;
+    uint64_t epoch;
+    if (!absl::SimpleAtoi(kv.key.substr(kv.key.rfind('/') + 1), &s) || s >= shards_.size() ||
+        !shards_[s]->replica) {
+      continue;
+    }
+    if (!absl::SimpleAtoi(kv.value, &epoch)) {
+      return absl::DataLossError(
+          absl::StrCat("the etcd shard-map entry ", kv.key, " is not an epoch: '", kv.value, "'"));
+    }
+    if (epoch <= log_->Promised(s)) continue;
+    absl::StatusOr<LogPosition> promised = log_->Promise(s, epoch);
+    if (!promised.ok()) return promised.status();
+  }
+  if (!log_->Joined()) {
+    // Before the membership: a member key always means a directory that
+    // joined, unless it is no longer the one that did.
+    absl::Status joined = log_->MarkJoined();
+    if (!joined.ok()) return joined;
+  }
+  if (!known->has_value()) {
+    absl::StatusOr<int64_t> put = etcd_->Put(member, options_.nodes[options_.self]);
+    if (!put.ok()) return put.status();
+  }
+  absl::StatusOr<int64_t> alive = etcd_->Put(Key(absl::StrCat("nodes/", options_.self)),
+                                             options_.nodes[options_.self], lease->id);
+  if (!alive.ok()) return alive.status();
+  ReadLeadership();
+  return absl::OkStatus();
+}
+
+absl::Status Replicator::RenewLease() {
+  const int64_t id = lease_id_.load();
+  const int64_t sent = SteadyNowNs();
+  if (id == 0) {
+    absl::StatusOr<EtcdLease> lease = etcd_->GrantLease(options_.lease_ttl);
+    if (!lease.ok()) return lease.status();
+    absl::StatusOr<int64_t> alive = etcd_->Put(Key(absl::StrCat("nodes/", options_.self)),
+                                               options_.nodes[options_.self], lease->id);
+    if (!alive.ok()) return alive.status();
+    lease_id_ = lease->id;
+    lease_valid_until_ns_ = sent + absl::ToInt64Nanoseconds(TrustedLease(lease->ttl));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<absl::Duration> ttl = etcd_->KeepAliveOnce(id);
+  if (ttl.ok()) {
+    lease_valid_until_ns_ = sent + absl::ToInt64Nanoseconds(TrustedLease(*ttl));
+    return absl::OkStatus();
+  }
+  if (absl::IsNotFound(ttl.status())) {
+    // etcd ended the lease: every leader key of this node is gone.
+    lease_valid_until_ns_ = 0;
+    lease_id_ = 0;
+    for (auto& shard : shards_) {
+      absl::MutexLock lock(&shard->mu);
+      if (shard->leading) StepDown(shard.get(), "its etcd lease ended");
+    }
+  }
+  return ttl.status();
+}
+
+void Replicator::CoordinateLoop() {
+  const absl::Duration tick = Tick(options_.lease_ttl);
+  int64_t last_renewal = SteadyNowNs();
+  absl::Time last_warning = absl::InfinitePast();
+  while (true) {
+    {
+      absl::MutexLock lock(&stop_mu_);
+      if (stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick)) return;
+    }
+    const int64_t now = SteadyNowNs();
+    if (now - last_renewal >= absl::ToInt64Nanoseconds(options_.lease_ttl / 4) ||
+        lease_id_.load() == 0) {
+      last_renewal = now;
+      absl::Status renewed = RenewLease();
+      if (!renewed.ok() && absl::Now() - last_warning > absl::Seconds(5)) {
+        last_warning = absl::Now();
+        LogEvent(spdlog::level::warn,
+                 LeaseValid() ? "cannot renew the etcd lease; still leading until it runs out"
+                              : "cannot renew the etcd lease; this node leads no shard until etcd "
+                                "answers again",
+                 {{"error", renewed.message()}});
+      }
+    }
+    StepDownWithoutLease();
+    ReadLeadership();
+    ClearCaughtUpLearners();
+    TrimLogs();
+    if (!handing_off_.load()) BalanceLeaders();
+  }
+}
+
+void Replicator::StepDownWithoutLease() {
+  if (LeaseValid()) return;
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    // Its heartbeats would keep telling the followers that the shard has a
+    // leader, and no follower would ever stand for election.
+    if (shard->leading && !shard->electing) {
+      StepDown(shard.get(), "this node could not renew its etcd lease in time");
+    }
+  }
+}
+
+void Replicator::ClearCaughtUpLearners() {
+  for (auto& shard : shards_) {
+    if (!shard->replica) continue;
+    int64_t revision;
+    {
+      absl::MutexLock lock(&shard->mu);
+      if (!shard->learner || !shard->learner_caught_up || shard->restoring) continue;
+      revision = shard->learner_revision;
+    }
+    // Only the key this learner was made with: a re-seed begun meanwhile
+    // wrote it again, and keeps it.
+    const std::string key = Key(absl::StrCat("learner/", options_.self, "/", shard->index));
+    absl::StatusOr<bool> deleted =
+        etcd_->Txn({{key, revision, std::nullopt}}, {{key, "", 0, true}});
+    if (!deleted.ok()) continue;
+    if (!*deleted) {
+      absl::StatusOr<std::optional<EtcdKeyValue>> current = etcd_->Get(key);
+      if (!current.ok() || current->has_value()) continue;  // A newer re-seed's key.
+    }
+    absl::MutexLock lock(&shard->mu);
+    if (shard->learner_revision != revision || !shard->learner_caught_up || shard->restoring) {
+      continue;
+    }
+    shard->learner = false;
+    shard->learner_caught_up = false;
+    shard->learner_revision = 0;
+    LogEvent(spdlog::level::info, "re-seeded shard; voting again",
+             {{"shard", absl::StrCat(shard->index)}});
+  }
+}
+
+void Replicator::TrimLogs() {
+  for (auto& shard_ptr : shards_) {
+    Shard& shard = *shard_ptr;
+    if (!shard.replica) continue;
+    uint64_t through;
+    {
+      absl::MutexLock lock(&shard.mu);
+      if (!shard.leading) continue;
+      const uint64_t applied = log_->Applied(shard.index).seq;
+      const uint64_t last = log_->Last(shard.index).seq;
+      uint64_t held = applied;
+      for (const auto& [node, peer] : shard.peers) held = std::min(held, peer.match_seq);
+      if (last > kLogRetention) held = std::max(held, std::min(applied, last - kLogRetention));
+      shard.trim_seq = held;
+      if (held < shard.trimmed + kTrimStep) continue;
+      through = held;
+    }
+    absl::Status trimmed = log_->TrimThrough(shard.index, through);
+    absl::MutexLock lock(&shard.mu);
+    if (trimmed.ok()) shard.trimmed = std::max(shard.trimmed, through);
+  }
+}
+
+void Replicator::ReadLeadership() {
+  const absl::Time read_at = absl::Now();
+  absl::StatusOr<std::vector<EtcdKeyValue>> kvs = etcd_->GetPrefix(options_.etcd_prefix);
+  if (!kvs.ok()) return;
+  const size_t n = shards_.size();
+  struct Seen {
+    int32_t leader = -1;
+    uint64_t epoch = 0;
+    int64_t lease = 0;
+    int64_t mod_revision = 0;
+    uint64_t map_epoch = 0;
+    int32_t handoff = -1;
+  };
+  std::vector<Seen> seen(n);
+  for (const EtcdKeyValue& kv : *kvs) {
+    absl::string_view rest = kv.key;
+    if (!absl::ConsumePrefix(&rest, options_.etcd_prefix)) continue;
+    std::vector<absl::string_view> parts = absl::StrSplit(rest, '/');
+    uint32_t s;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &s) || s >= n) continue;
+    if (parts[0] == "leader") {
+      std::vector<absl::string_view> value = absl::StrSplit(kv.value, ' ');
+      int32_t node;
+      uint64_t epoch;
+      if (value.size() == 2 && absl::SimpleAtoi(value[0], &node) &&
+          absl::SimpleAtoi(value[1], &epoch)) {
+        seen[s].leader = node;
+        seen[s].epoch = epoch;
+        seen[s].lease = kv.lease;
+        seen[s].mod_revision = kv.mod_revision;
+      }
+    } else if (parts[0] == "shards") {
+      if (!absl::SimpleAtoi(kv.value, &seen[s].map_epoch)) {
+        LogEvent(spdlog::level::err, "an etcd shard-map entry is not an epoch",
+                 {{"key", kv.key}, {"value", kv.value}});
+      }
+    } else if (parts[0] == "handoff") {
+      if (!absl::SimpleAtoi(kv.value, &seen[s].handoff)) seen[s].handoff = -1;
+    }
+  }
+  const int32_t self = static_cast<int32_t>(options_.self);
+  std::vector<uint32_t> stale;  // Leader keys of an earlier run of this node.
+  for (size_t s = 0; s < n; ++s) {
+    Shard& shard = *shards_[s];
+    const Seen& view = seen[s];
+    absl::MutexLock lock(&shard.mu);
+    shard.handoff_to = view.handoff;
+    shard.epoch = std::max({shard.epoch, view.epoch, view.map_epoch});
+    // An election this node won after the read began: the read may
+    // predate its leader key.
+    if (shard.electing || (shard.leading && shard.won_at >= read_at)) continue;
+    if (view.leader < 0) {
+      if (shard.leading) StepDown(&shard, "its leader key in etcd is gone (the lease ended)");
+      if (shard.leader >= 0) shard.leaderless_since = absl::Now();
+      shard.leader = -1;
+      continue;
+    }
+    if (shard.leading && (view.leader != self || view.epoch != shard.lead_epoch)) {
+      StepDown(&shard, absl::StrCat("etcd names node ", view.leader, " at epoch ", view.epoch));
+    }
+    if (view.leader == self && !shard.leading && !shard.electing) {
+      stale.push_back(static_cast<uint32_t>(s));
+    }
+    if (shard.leader != view.leader) shard.leaderless_since = absl::InfiniteFuture();
+    shard.leader = view.leader;
+  }
+  for (uint32_t s : stale) {
+    // A key naming this node while it does not lead: an earlier run's
+    // (that run is gone), or one it stepped down from. Either way the
+    // shard can be taken over now rather than when the lease ends.
+    etcd_
+        ->Txn({{Key(absl::StrCat("leader/", s)), seen[s].mod_revision, std::nullopt}},
+              {{Key(absl::StrCat("leader/", s)), "", 0, true}})
+        .IgnoreError();
+  }
+}
+
+void Replicator::ElectionLoop() {
+  const absl::Duration tick = Tick(options_.lease_ttl);
+  std::mt19937_64 random(std::random_device{}());
+  while (true) {
+    {
+      absl::MutexLock lock(&stop_mu_);
+      if (stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick)) return;
+    }
+    if (!LeaseValid() || handing_off_.load()) continue;
+    for (auto& shard : shards_) {
+      if (stopped_.load()) return;
+      if (!shard->replica) continue;
+      {
+        absl::MutexLock lock(&shard->mu);
+        if (shard->leader >= 0 || shard->leading || shard->learner) continue;
+        // The shard's first replica tries first, then the next, and so on,
+        // so leadership spreads over the nodes; a handed-off shard goes to
+        // its target at once.
+        const auto rank = std::find(shard->replicas.begin(), shard->replicas.end(), options_.self) -
+                          shard->replicas.begin();
+        absl::Duration wait = tick * 2 * rank;
+        if (shard->handoff_to == static_cast<int32_t>(options_.self)) {
+          wait = absl::ZeroDuration();
+        } else if (shard->handoff_to >= 0) {
+          wait += options_.lease_ttl / 2;
+        }
+        const absl::Time since = shard->leaderless_since == absl::InfiniteFuture()
+                                     ? absl::Now()
+                                     : shard->leaderless_since;
+        if (absl::Now() < since + wait || absl::Now() < shard->next_election) continue;
+      }
+      Elect(shard.get());
+      absl::MutexLock lock(&shard->mu);
+      if (!shard->leading) {
+        shard->next_election =
+            absl::Now() + tick +
+            absl::Milliseconds(random() % (1 + absl::ToInt64Milliseconds(options_.lease_ttl / 4)));
+      }
+    }
+  }
+}
+
+void Replicator::Elect(Shard* shard) {
+  if (handing_off_.load()) return;
+  const uint32_t s = shard->index;
+  const std::string shard_key = Key(absl::StrCat("shards/", s));
+  const std::string leader_key = Key(absl::StrCat("leader/", s));
+  // Only a shard etcd says has no leader is contested: asking for promises
+  // on a stale view would fence a leader that is alive.
+  absl::StatusOr<std::optional<EtcdKeyValue>> current = etcd_->Get(leader_key);
+  if (!current.ok() || current->has_value()) return;
+  absl::StatusOr<std::optional<EtcdKeyValue>> map = etcd_->Get(shard_key);
+  if (!map.ok()) return;
+  uint64_t map_epoch = 0;
+  int64_t map_revision = 0;
+  if (map->has_value()) {
+    // A map entry that is not a number is not guessed at: an epoch chosen
+    // below the real one would be refused by every replica anyway.
+    if (!absl::SimpleAtoi((*map)->value, &map_epoch)) {
+      LogEvent(spdlog::level::err, "an etcd shard-map entry is not an epoch; no election",
+               {{"shard", absl::StrCat(s)}, {"key", shard_key}, {"value", (*map)->value}});
+      return;
+    }
+    map_revision = (*map)->mod_revision;
+  }
+  uint64_t known_epoch;
+  {
+    absl::MutexLock lock(&shard->mu);
+    known_epoch = shard->epoch;
+  }
+  const uint64_t epoch = std::max({map_epoch, log_->Promised(s), known_epoch}) + 1;
+
+  // Promises from a majority, this node's first.
+  absl::StatusOr<LogPosition> mine = log_->Promise(s, epoch);
+  if (!mine.ok()) {
+    ++elections_lost_;
+    return;
+  }
+  // Asked of every other replica at once, and decided as soon as a
+  // majority has promised: a replica that does not answer (down, or
+  // paused) costs the election nothing while the others do.
+  struct Ballot {
+    absl::Mutex mu;
+    uint32_t granted ABSL_GUARDED_BY(mu) = 1;
+    uint32_t answered ABSL_GUARDED_BY(mu) = 0;
+    uint64_t refused_epoch ABSL_GUARDED_BY(mu) = 0;
+    LogPosition best ABSL_GUARDED_BY(mu);
+    uint32_t best_node ABSL_GUARDED_BY(mu) = 0;
+  };
+  struct Ask {
+    grpc::ClientContext context;
+    rv1::PromiseRequest request;
+    rv1::PromiseResponse response;
+  };
+  auto ballot = std::make_shared<Ballot>();
+  {
+    absl::MutexLock lock(&ballot->mu);
+    ballot->best = *mine;
+    ballot->best_node = options_.self;
+  }
+  uint32_t asked = 0;
+  for (uint32_t node : shard->replicas) {
+    if (node == options_.self) continue;
+    ++asked;
+    auto ask = std::make_shared<Ask>();
+    ask->request.set_shard(s);
+    ask->request.set_epoch(epoch);
+    ask->request.set_candidate(options_.self);
+    ask->context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl)));
+    PeerStub(node)->async()->Promise(
+        &ask->context, &ask->request, &ask->response, [ballot, ask, node](grpc::Status status) {
+          absl::MutexLock lock(&ballot->mu);
+          ++ballot->answered;
+          if (!status.ok()) return;
+          if (!ask->response.promised()) {
+            ballot->refused_epoch = std::max(ballot->refused_epoch, ask->response.promised_epoch());
+            return;
+          }
+          ++ballot->granted;
+          if (ballot->best < FromProto(ask->response.last())) {
+            ballot->best = FromProto(ask->response.last());
+            ballot->best_node = node;
+          }
+        });
+  }
+  uint32_t granted;
+  LogPosition best;
+  uint32_t best_node;
+  uint64_t refused_epoch;
+  {
+    absl::MutexLock lock(&ballot->mu);
+    const uint32_t majority = Majority();
+    auto decided = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ballot->mu) {
+      return ballot->granted >= majority || ballot->answered == asked;
+    };
+    // The calls' own deadline ends every wait; the margin covers their
+    // callbacks.
+    ballot->mu.AwaitWithTimeout(absl::Condition(&decided),
+                                PeerTimeout(options_.lease_ttl) + absl::Milliseconds(100));
+    granted = ballot->granted;
+    best = ballot->best;
+    best_node = ballot->best_node;
+    refused_epoch = ballot->refused_epoch;
+  }
+  if (refused_epoch > 0) {
+    // The next attempt goes above what the replicas have promised.
+    absl::MutexLock lock(&shard->mu);
+    shard->epoch = std::max(shard->epoch, refused_epoch);
+  }
+  if (granted < Majority()) {
+    ++elections_lost_;
+    return;
+  }
+  // The most advanced log of a majority holds every committed entry.
+  if (best_node != options_.self) {
+    absl::Status caught_up = CatchUpFrom(shard, best_node, best, epoch);
+    if (!caught_up.ok()) {
+      ++elections_lost_;
+      LogEvent(spdlog::level::warn, "cannot copy the log a new leader needs",
+               {{"shard", absl::StrCat(s)}, {"error", caught_up.message()}});
+      return;
+    }
+  }
+  if (handing_off_.load()) return;
+  // The leader key lives on this node's lease: without a lease (etcd
+  // ended it while the promises were gathered) it would never expire.
+  const int64_t lease = lease_id_.load();
+  if (lease == 0 || !LeaseValid()) {
+    ++elections_lost_;
+    return;
+  }
+  {
+    absl::MutexLock lock(&shard->mu);
+    shard->electing = true;
+  }
+  absl::StatusOr<bool> won =
+      etcd_->Txn({{shard_key, map_revision, std::nullopt}, {leader_key, 0, std::nullopt}},
+                 {{shard_key, absl::StrCat(epoch), 0, false},
+                  {leader_key, absl::StrCat(options_.self, " ", epoch), lease, false},
+                  {Key(absl::StrCat("handoff/", s)), "", 0, true}});
+  if (!won.ok() || !*won) {
+    absl::MutexLock lock(&shard->mu);
+    shard->electing = false;
+    ++elections_lost_;
+    return;
+  }
+
+  const LogPosition last = log_->Last(s);
+  bool abandoned = false;
+  {
+    absl::MutexLock lock(&shard->mu);
+    shard->electing = false;
+    // HandOff (or Stop) passed this shard while it was not yet led here:
+    // HandOff sets handing_off_ before it locks each shard.
+    abandoned = handing_off_.load() || stopped_.load();
+    if (!abandoned) {
+      shard->won_at = absl::Now();
+      shard->leading = true;
+      shard->serving = false;
+      shard->lead_epoch = epoch;
+      shard->epoch = epoch;
+      shard->leader = static_cast<int32_t>(options_.self);
+      shard->leaderless_since = absl::InfiniteFuture();
+      shard->tokens = epoch << kTokenEpochShift;
+      shard->epoch_start_seq = last.seq + 1;
+      shard->commit_seq = log_->Applied(s).seq;
+      shard->peers.clear();
+      for (uint32_t node : shard->replicas) {
+        if (node != options_.self) shard->peers[node].next_seq = last.seq + 1;
+      }
+    }
+  }
+  if (abandoned) {
+    ReleaseLeaderKey(s, epoch);
+    return;
+  }
+  // The first entry of the epoch; once a majority holds it, every entry
+  // before it in this log is committed too.
+  absl::StatusOr<LogPosition> start = log_->Append(s, epoch, EmptyBatch());
+  bool committed = false;
+  if (start.ok()) {
+    absl::MutexLock lock(&shard->mu);
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) {
+      return stopped_.load() || !shard->leading || shard->lead_epoch != epoch ||
+             shard->commit_seq >= start->seq;
+    };
+    shard->mu.AwaitWithTimeout(absl::Condition(&done), options_.lease_ttl);
+    committed = shard->leading && shard->lead_epoch == epoch && shard->commit_seq >= start->seq;
+  }
+  absl::Status applied = committed ? log_->ApplyThrough(s, start->seq) : absl::OkStatus();
+  {
+    absl::MutexLock lock(&shard->mu);
+    if (committed && applied.ok() && shard->leading && shard->lead_epoch == epoch) {
+      shard->serving = true;
+      shard->leading_since = absl::Now();
+      ++leader_changes_;
+      LogEvent(spdlog::level::info, "leading shard",
+               {{"shard", absl::StrCat(s)}, {"epoch", absl::StrCat(epoch)}});
+      return;
+    }
+    if (shard->leading && shard->lead_epoch == epoch) {
+      StepDown(shard, applied.ok() ? "no majority acknowledged the start of its epoch"
+                                   : applied.message());
+    }
+  }
+  ReleaseLeaderKey(s, epoch);
+}
+
+absl::Status Replicator::CatchUpFrom(Shard* shard, uint32_t node, LogPosition target,
+                                     uint64_t epoch) {
+  const uint32_t s = shard->index;
+  // Entries already applied here are committed, so the source holds them
+  // alike; past them this log may hold an older epoch's tail. The copy
+  // starts at this log's end when the source's entry there is the same
+  // (the common case: a few entries behind), else after what is applied.
+  LogPosition prev = log_->Applied(s);
+  const LogPosition last = log_->Last(s);
+  if (prev < last && last < target) {
+    rv1::ReadLogRequest request;
+    request.set_shard(s);
+    request.set_from_seq(last.seq);
+    request.set_max_bytes(1);  // One entry always comes.
+    rv1::ReadLogResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl)));
+    if (PeerStub(node)->ReadLog(&context, request, &response).ok() && response.entries_size() > 0 &&
+        response.entries(0).seq() == last.seq && response.entries(0).epoch() == last.epoch) {
+      prev = last;
+    }
+  }
+  while (prev < target && prev.seq < target.seq + 1) {
+    if (stopped_.load()) return absl::UnavailableError("stopping");
+    rv1::ReadLogRequest request;
+    request.set_shard(s);
+    request.set_from_seq(prev.seq + 1);
+    request.set_max_bytes(4 << 20);
+    rv1::ReadLogResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl) * 4));
+    grpc::Status status = PeerStub(node)->ReadLog(&context, request, &response);
+    if (!status.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("reading node ", node, "'s log: ", status.error_message()));
+    }
+    if (response.entries_size() == 0) break;
+    std::vector<LogEntry> entries;
+    for (const rv1::Entry& e : response.entries())
+      entries.push_back({e.epoch(), e.seq(), e.batch()});
+    absl::Status appended = log_->AppendAfter(s, epoch, prev, entries);
+    if (!appended.ok()) return appended;
+    prev = entries.back().position();
+    if (prev.seq >= target.seq) break;
+  }
+  if (log_->Last(s) < target) {
+    return absl::UnavailableError(
+        absl::StrCat("node ", node, "'s log ended before ", target.epoch, "/", target.seq));
+  }
+  return absl::OkStatus();
+}
+
+void Replicator::ShipLoop(Shard* shard, uint32_t peer) {
+  const uint32_t s = shard->index;
+  const absl::Duration tick = Tick(options_.lease_ttl);
+  while (true) {
+    uint64_t epoch, next, commit;
+    {
+      absl::MutexLock lock(&shard->mu);
+      auto work = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) {
+        if (stopped_.load()) return true;
+        if (!shard->leading) return false;
+        const Peer& p = shard->peers[peer];
+        // New entries go at once; the commit alone waits for the next
+        // heartbeat (or rides on the next entries), so that a write costs
+        // each follower one call, not two.
+        return p.next_seq <= log_->Last(s).seq;
+      };
+      shard->mu.AwaitWithTimeout(absl::Condition(&work), tick);
+      if (stopped_.load()) return;
+      if (!shard->leading) continue;
+      epoch = shard->lead_epoch;
+      next = shard->peers[peer].next_seq;
+      commit = shard->commit_seq;
+    }
+    // The entry before `next` and what follows it.
+    LogPosition prev;
+    std::vector<LogEntry> entries;
+    // The follower needs entries this log no longer holds (trimmed).
+    bool reseed = false;
+    bool retry = false;
+    if (next > 1) {
+      absl::StatusOr<std::vector<LogEntry>> read = log_->Read(s, next - 1, kShipBytes);
+      if (!read.ok()) {
+        retry = true;
+      } else if (!read->empty() && read->front().seq == next - 1) {
+        prev = read->front().position();
+        entries.assign(std::make_move_iterator(read->begin() + 1),
+                       std::make_move_iterator(read->end()));
+      } else if (log_->Applied(s).seq == next - 1) {
+        prev = log_->Applied(s);
+        absl::StatusOr<std::vector<LogEntry>> rest = log_->Read(s, next, kShipBytes);
+        if (rest.ok()) {
+          entries = std::move(*rest);
+        } else {
+          retry = true;
+        }
+      } else {
+        reseed = true;
+      }
+    } else {
+      // From the very start: a follower with nothing (a new volume).
+      absl::StatusOr<std::vector<LogEntry>> read = log_->Read(s, 1, kShipBytes);
+      if (!read.ok()) {
+        retry = true;
+      } else if (!read->empty() && read->front().seq == 1) {
+        entries = std::move(*read);
+      } else if (!read->empty() || log_->Applied(s).seq > 0) {
+        reseed = true;
+      }  // Otherwise a heartbeat: nothing written yet.
+    }
+    if (retry) {
+      // A read of this node's own log failed (storage trouble, counted and
+      // reported by the store): again after a pause, never a re-seed.
+      absl::MutexLock lock(&stop_mu_);
+      stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
+      continue;
+    }
+    if (reseed) {
+      absl::Status reseeded = Reseed(shard, peer, epoch);
+      if (!reseeded.ok()) {
+        LogEvent(spdlog::level::warn, "cannot re-seed a follower",
+                 {{"shard", absl::StrCat(s)},
+                  {"follower", absl::StrCat(peer)},
+                  {"error", reseeded.message()}});
+        absl::MutexLock lock(&stop_mu_);
+        stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(1));
+      }
+      continue;
+    }
+    // Never past what this log held when `next` was read: entries of a
+    // later epoch cannot be here, as only this leader appends.
+    rv1::AppendRequest request;
+    request.set_shard(s);
+    request.set_epoch(epoch);
+    request.set_leader(options_.self);
+    ToProto(prev, request.mutable_prev());
+    for (const LogEntry& e : entries) {
+      rv1::Entry* out = request.add_entries();
+      out->set_epoch(e.epoch);
+      out->set_seq(e.seq);
+      out->set_batch(e.batch);
+    }
+    request.set_commit_seq(commit);
+    {
+      absl::MutexLock lock(&shard->mu);
+      request.set_trim_seq(shard->trim_seq);
+    }
+    rv1::AppendResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl)));
+    grpc::Status status = PeerStub(peer)->Append(&context, request, &response);
+    bool fenced = false;
+    {
+      absl::MutexLock lock(&shard->mu);
+      if (!shard->leading || shard->lead_epoch != epoch) continue;
+      Peer& p = shard->peers[peer];
+      if (status.ok()) {
+        if (p.live_since == absl::InfiniteFuture() ||
+            absl::Now() - p.last_heard > Tick(options_.lease_ttl) * 2) {
+          p.live_since = absl::Now();
+        }
+        p.last_heard = absl::Now();
+        p.applied_seq = response.applied().seq();
+        switch (response.result()) {
+          case rv1::AppendResponse::APPENDED:
+            p.match_seq = std::max(p.match_seq, prev.seq + entries.size());
+            p.next_seq = prev.seq + entries.size() + 1;
+            AdvanceCommit(shard);
+            break;
+          case rv1::AppendResponse::MISMATCH:
+            // A follower whose volume was replaced holds less than before.
+            // From the follower's end when its log is shorter; otherwise it
+            // holds another epoch's tail, and everything after what it has
+            // applied (committed, so the same here) is sent again at once
+            // rather than one entry back per call.
+            p.match_seq = std::min<uint64_t>(p.match_seq, response.last().seq());
+            p.next_seq = response.last().seq() + 1 < next ? response.last().seq() + 1
+                                                          : response.applied().seq() + 1;
+            if (p.next_seq >= next) p.next_seq = next > 1 ? next - 1 : 1;
+            p.next_seq = std::max<uint64_t>(p.next_seq, 1);
+            break;
+          case rv1::AppendResponse::FENCED:
+            StepDown(shard, absl::StrCat("node ", peer, " promised epoch ", response.promised()));
+            fenced = true;
+            break;
+          default:
+            break;
+        }
+      }
+    }
+    if (fenced) ReleaseLeaderKey(s, epoch);
+    if (!status.ok()) {
+      absl::MutexLock lock(&stop_mu_);
+      stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                                std::min(tick, absl::Milliseconds(100)));
+    }
+  }
+}
+
+void Replicator::AdvanceCommit(Shard* shard) {
+  std::vector<uint64_t> held = {log_->Last(shard->index).seq};
+  for (const auto& [node, peer] : shard->peers) held.push_back(peer.match_seq);
+  std::sort(held.begin(), held.end(), std::greater<uint64_t>());
+  const uint64_t majority_holds = held[Majority() - 1];
+  if (majority_holds > shard->commit_seq && majority_holds >= shard->epoch_start_seq) {
+    shard->commit_seq = majority_holds;
+  }
+}
+
+void Replicator::StepDown(Shard* shard, absl::string_view why) {
+  if (!shard->leading) return;
+  shard->leading = false;
+  shard->serving = false;
+  shard->leader = -1;
+  shard->leaderless_since = absl::Now();
+  LogEvent(spdlog::level::warn, "no longer leading shard",
+           {{"shard", absl::StrCat(shard->index)},
+            {"epoch", absl::StrCat(shard->lead_epoch)},
+            {"reason", std::string(why)}});
+}
+
+void Replicator::ReleaseLeaderKey(uint32_t shard, uint64_t epoch) {
+  const std::string key = Key(absl::StrCat("leader/", shard));
+  etcd_->Txn({{key, 0, absl::StrCat(options_.self, " ", epoch)}}, {{key, "", 0, true}})
+      .IgnoreError();
+}
+
+absl::Status Replicator::CheckLeading(uint32_t s) {
+  Shard& shard = *shards_[s];
+  absl::MutexLock lock(&shard.mu);
+  if (shard.leading && shard.serving && LeaseValid()) return absl::OkStatus();
+  if (shard.leader >= 0 && shard.leader != static_cast<int32_t>(options_.self)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard ", s, " is led by node ", shard.leader, " (", options_.nodes[shard.leader],
+        ") at epoch ", shard.epoch, "; fetch the topology and send it there"));
+  }
+  if (shard.leading && !shard.serving) {
+    return absl::UnavailableError(
+        absl::StrCat("shard ", s, " is changing leader on this node; retry"));
+  }
+  if (shard.leading) {
+    return absl::UnavailableError(
+        absl::StrCat("shard ", s, ": this node cannot reach etcd to renew its leadership; retry"));
+  }
+  return absl::UnavailableError(
+      absl::StrCat("shard ", s, " has no leader at the moment (an election is due); retry"));
+}
+
+absl::StatusOr<uint64_t> Replicator::NextToken(uint32_t s) {
+  Shard& shard = *shards_[s];
+  absl::MutexLock lock(&shard.mu);
+  if (!shard.leading) return absl::UnavailableError(absl::StrCat("shard ", s, ": not leading"));
+  if ((shard.tokens + 1) >> kTokenEpochShift != shard.lead_epoch) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("shard ", s, ": the tokens of epoch ", shard.lead_epoch, " are used up"));
+  }
+  return ++shard.tokens;
+}
+
+std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> writes) {
+  std::vector<absl::Status> results(writes.size());
+  std::vector<LogPosition> positions(writes.size());
+  std::vector<uint64_t> epochs(writes.size(), 0);
+  const absl::Status storage_health = store_->BackgroundError();
+  // One append, and one sync, for every shard of the call.
+  std::vector<storage::ReplicationLog::ShardAppend> appends;
+  std::vector<size_t> appended_writes;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    Shard& shard = *shards_[writes[i].shard];
+    if (!storage_health.ok()) {
+      results[i] = absl::UnavailableError(storage_health.message());
+      continue;
+    }
+    absl::MutexLock lock(&shard.mu);
+    if (!shard.leading || !shard.serving) {
+      results[i] = absl::UnavailableError(
+          absl::StrCat("shard ", shard.index, " lost its leader before the write; retry"));
+      continue;
+    }
+    epochs[i] = shard.lead_epoch;
+    appends.push_back({shard.index, epochs[i], std::move(writes[i].batch)});
+    appended_writes.push_back(i);
+  }
+  if (!appends.empty()) {
+    absl::StatusOr<std::vector<LogPosition>> appended = log_->AppendAll(appends);
+    for (size_t k = 0; k < appended_writes.size(); ++k) {
+      const size_t i = appended_writes[k];
+      if (!appended.ok()) {
+        results[i] = absl::UnavailableError(appended.status().message());
+        epochs[i] = 0;
+        continue;
+      }
+      positions[i] = (*appended)[k];
+      // Unlocking wakes the shipping threads.
+      absl::MutexLock lock(&shards_[writes[i].shard]->mu);
+    }
+  }
+  const absl::Time deadline = absl::Now() + options_.lease_ttl;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    if (epochs[i] == 0) continue;
+    Shard& shard = *shards_[writes[i].shard];
+    const uint64_t epoch = epochs[i];
+    const uint64_t seq = positions[i].seq;
+    bool committed;
+    {
+      absl::MutexLock lock(&shard.mu);
+      auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+        return stopped_.load() || !shard.leading || shard.lead_epoch != epoch ||
+               shard.commit_seq >= seq;
+      };
+      shard.mu.AwaitWithDeadline(absl::Condition(&done), deadline);
+      committed = shard.leading && shard.lead_epoch == epoch && shard.commit_seq >= seq;
+      if (!committed && shard.leading && shard.lead_epoch == epoch) {
+        // The entry may still be committed by a later leader, after writes
+        // this node would decide without it: only a new election, which
+        // applies everything committed first, may serve the shard again.
+        StepDown(&shard, "a write was not acknowledged by a majority in time");
+      }
+    }
+    if (!committed) {
+      ReleaseLeaderKey(shard.index, epoch);
+      results[i] = absl::UnavailableError(absl::StrCat(
+          "shard ", shard.index,
+          ": the write was not acknowledged by a majority of its replicas in time; it may or may "
+          "not take effect, retry"));
+      continue;
+    }
+    results[i] = log_->ApplyThrough(shard.index, seq);
+    if (results[i].ok() && !LeaseValid()) {
+      // A node paused past its lease may have been replaced while it
+      // waited: it answers nothing more. The entry is on a majority, so
+      // every later leader holds it.
+      results[i] = absl::UnavailableError(absl::StrCat(
+          "shard ", shard.index,
+          ": this node's leadership lease ran out before it could answer; the write is on a "
+          "majority of the replicas and takes effect, retry"));
+    }
+  }
+  return results;
+}
+
+rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request) {
+  rv1::AppendResponse response;
+  const uint32_t s = request.shard();
+  auto fill = [&](rv1::AppendResponse::Result result) {
+    response.set_result(result);
+    ToProto(log_->Last(s), response.mutable_last());
+    ToProto(log_->Applied(s), response.mutable_applied());
+    response.set_promised(log_->Promised(s));
+    return response;
+  };
+  if (s >= shards_.size() || !shards_[s]->replica) {
+    response.set_result(rv1::AppendResponse::FENCED);
+    return response;
+  }
+  Shard& shard = *shards_[s];
+  absl::MutexLock lock(&shard.mu);
+  if (request.epoch() < log_->Promised(s)) {
+    ++fenced_appends_;
+    return fill(rv1::AppendResponse::FENCED);
+  }
+  if (shard.leading && request.epoch() >= shard.lead_epoch) {
+    StepDown(&shard, absl::StrCat("node ", request.leader(), " leads epoch ", request.epoch()));
+  }
+  shard.leader = static_cast<int32_t>(request.leader());
+  shard.epoch = std::max(shard.epoch, request.epoch());
+  shard.leaderless_since = absl::InfiniteFuture();
+  std::vector<LogEntry> entries;
+  entries.reserve(request.entries_size());
+  for (const rv1::Entry& e : request.entries()) entries.push_back({e.epoch(), e.seq(), e.batch()});
+  const LogPosition prev = FromProto(request.prev());
+  absl::Status appended = log_->AppendAfter(s, request.epoch(), prev, entries);
+  if (absl::IsFailedPrecondition(appended)) {
+    ++fenced_appends_;
+    return fill(rv1::AppendResponse::FENCED);
+  }
+  if (absl::IsAborted(appended)) return fill(rv1::AppendResponse::MISMATCH);
+  if (!appended.ok()) {
+    LogEvent(spdlog::level::err, "cannot append the leader's entries",
+             {{"shard", absl::StrCat(s)}, {"error", appended.message()}});
+    return fill(rv1::AppendResponse::MISMATCH);
+  }
+  // What is committed and certainly the leader's: up to the last entry it
+  // sent (a longer tail here may be an older epoch's).
+  const uint64_t apply_to = std::min<uint64_t>(request.commit_seq(), prev.seq + entries.size());
+  if (apply_to > log_->Applied(s).seq) {
+    absl::Status applied = log_->ApplyThrough(s, apply_to);
+    if (!applied.ok()) {
+      LogEvent(spdlog::level::err, "cannot apply committed entries",
+               {{"shard", absl::StrCat(s)}, {"error", applied.message()}});
+    }
+  }
+  const uint64_t trim_to = std::min<uint64_t>(request.trim_seq(), log_->Applied(s).seq);
+  if (trim_to >= shard.trimmed + kTrimStep && log_->TrimThrough(s, trim_to).ok()) {
+    shard.trimmed = trim_to;
+  }
+  if (shard.restoring && prev.seq == 0) {
+    // A copy that its leader abandoned (it stepped down): this leader
+    // sends its whole log instead, which rebuilds every record.
+    shard.restoring = false;
+  }
+  if (shard.learner && !shard.restoring && prev.seq + entries.size() >= request.commit_seq()) {
+    // It holds every entry committed so far, as this leader's own: it may
+    // vote again once its etcd key is gone (ClearCaughtUpLearners).
+    shard.learner_caught_up = true;
+  }
+  return fill(rv1::AppendResponse::APPENDED);
+}
+
+rv1::PromiseResponse Replicator::HandlePromise(const rv1::PromiseRequest& request) {
+  rv1::PromiseResponse response;
+  const uint32_t s = request.shard();
+  if (s >= shards_.size() || !shards_[s]->replica) {
+    response.set_reason(absl::StrCat("this node holds no replica of shard ", s));
+    return response;
+  }
+  Shard& shard = *shards_[s];
+  absl::MutexLock lock(&shard.mu);
+  response.set_promised_epoch(log_->Promised(s));
+  ToProto(log_->Applied(s), response.mutable_applied());
+  if (shard.learner) {
+    response.set_reason("this replica is re-seeding and may not vote yet");
+    ToProto(log_->Last(s), response.mutable_last());
+    return response;
+  }
+  absl::StatusOr<LogPosition> promised = log_->Promise(s, request.epoch());
+  if (!promised.ok()) {
+    response.set_reason(std::string(promised.status().message()));
+    ToProto(log_->Last(s), response.mutable_last());
+    return response;
+  }
+  if (shard.leading && request.epoch() > shard.lead_epoch) {
+    StepDown(&shard,
+             absl::StrCat("promised epoch ", request.epoch(), " to node ", request.candidate()));
+  }
+  // The candidate is given time to finish before this replica contends
+  // for the shard itself: two candidates asking at once both lose.
+  shard.next_election = std::max(shard.next_election, absl::Now() + Tick(options_.lease_ttl) * 4);
+  response.set_promised(true);
+  response.set_promised_epoch(request.epoch());
+  ToProto(*promised, response.mutable_last());
+  return response;
+}
+
+absl::StatusOr<rv1::ReadLogResponse> Replicator::HandleReadLog(const rv1::ReadLogRequest& request) {
+  const uint32_t s = request.shard();
+  if (s >= shards_.size() || !shards_[s]->replica) {
+    return absl::FailedPreconditionError(absl::StrCat("this node holds no replica of shard ", s));
+  }
+  absl::StatusOr<std::vector<LogEntry>> entries =
+      log_->Read(s, request.from_seq(), std::clamp<uint64_t>(request.max_bytes(), 1, 16 << 20));
+  if (!entries.ok()) return entries.status();
+  rv1::ReadLogResponse response;
+  for (const LogEntry& e : *entries) {
+    rv1::Entry* out = response.add_entries();
+    out->set_epoch(e.epoch);
+    out->set_seq(e.seq);
+    out->set_batch(e.batch);
+  }
+  ToProto(log_->Last(s), response.mutable_last());
+  return response;
+}
+
+absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
+  const uint32_t s = shard->index;
+  // Every entry through `position` is in the records copied; the log from
+  // there on is replayed over the copy.
+  const LogPosition position = log_->Applied(s);
+  LogEvent(spdlog::level::info, "re-seeding a follower from a copy of the shard",
+           {{"shard", absl::StrCat(s)},
+            {"follower", absl::StrCat(peer)},
+            {"position", absl::StrCat(position.epoch, "/", position.seq)}});
+  std::string after;
+  uint64_t pages = 0, records = 0;
+  for (bool first = true;; first = false) {
+    {
+      absl::MutexLock lock(&shard->mu);
+      if (stopped_.load() || !shard->leading || shard->lead_epoch != epoch) {
+        return absl::UnavailableError("no longer leading");
+      }
+    }
+    absl::StatusOr<storage::ReplicationLog::RecordPage> page =
+        log_->ReadRecords(s, after, kShipBytes);
+    if (!page.ok()) return page.status();
+    rv1::RestoreRequest request;
+    request.set_shard(s);
+    request.set_epoch(epoch);
+    request.set_leader(options_.self);
+    request.set_begin(first);
+    request.set_done(page->done);
+    ToProto(position, request.mutable_position());
+    for (auto& [key, value] : page->records) {
+      rv1::StoredRecord* out = request.add_records();
+      out->set_key(std::move(key));
+      out->set_value(std::move(value));
+    }
+    records += request.records_size();
+    rv1::RestoreResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    grpc::Status status = PeerStub(peer)->Restore(&context, request, &response);
+    if (!status.ok()) return absl::UnavailableError(status.error_message());
+    if (!response.accepted()) return absl::FailedPreconditionError(response.reason());
+    ++pages;
+    if (page->done) break;
+    after = page->last_key;
+  }
+  LogEvent(spdlog::level::info, "re-seeded a follower",
+           {{"shard", absl::StrCat(s)},
+            {"follower", absl::StrCat(peer)},
+            {"records", absl::StrCat(records)},
+            {"pages", absl::StrCat(pages)}});
+  absl::MutexLock lock(&shard->mu);
+  if (!shard->leading || shard->lead_epoch != epoch) return absl::OkStatus();
+  Peer& p = shard->peers[peer];
+  p.match_seq = position.seq;
+  p.next_seq = position.seq + 1;
+  AdvanceCommit(shard);
+  return absl::OkStatus();
+}
+
+rv1::RestoreResponse Replicator::HandleRestore(const rv1::RestoreRequest& request) {
+  rv1::RestoreResponse response;
+  const uint32_t s = request.shard();
+  if (s >= shards_.size() || !shards_[s]->replica) {
+    response.set_reason(absl::StrCat("this node holds no replica of shard ", s));
+    return response;
+  }
+  Shard& shard = *shards_[s];
+  auto fenced = [&]() {
+    ++fenced_appends_;
+    response.set_reason(
+        absl::StrCat("epoch ", request.epoch(), " is fenced (promised ", log_->Promised(s), ")"));
+    return response;
+  };
+  if (request.epoch() < log_->Promised(s)) return fenced();
+  // A learner until caught up again, its records partial meanwhile: the
+  // key is written before anything is dropped, and written anew by every
+  // copy begun (so that a learner cleared meanwhile is a learner again).
+  // Outside the shard lock: etcd may be slow.
+  int64_t learner_revision = 0;
+  if (request.begin()) {
+    absl::StatusOr<int64_t> put =
+        etcd_->Put(Key(absl::StrCat("learner/", options_.self, "/", s)), "re-seed");
+    if (!put.ok()) {
+      response.set_reason(
+          absl::StrCat("cannot mark this replica a learner in etcd: ", put.status().message()));
+      return response;
+    }
+    learner_revision = *put;
+  }
+  absl::MutexLock lock(&shard.mu);
+  if (request.epoch() < log_->Promised(s)) return fenced();
+  if (shard.leading) StepDown(&shard, absl::StrCat("node ", request.leader(), " re-seeds it"));
+  shard.leader = static_cast<int32_t>(request.leader());
+  shard.epoch = std::max(shard.epoch, request.epoch());
+  absl::Status status;
+  if (request.begin()) {
+    shard.learner = true;
+    shard.learner_caught_up = false;
+    shard.learner_revision = learner_revision;
+    status = log_->BeginRestore(s);
+    if (status.ok()) {
+      shard.restoring = true;
+      shard.trimmed = 0;
+      LogEvent(spdlog::level::info, "re-seeding shard from its leader",
+               {{"shard", absl::StrCat(s)}, {"leader", absl::StrCat(request.leader())}});
+    }
+  } else if (!shard.restoring) {
+    status = absl::FailedPreconditionError("no restore of this shard has begun here");
+  }
+  std::vector<std::pair<std::string, std::string>> records;
+  records.reserve(request.records_size());
+  for (const rv1::StoredRecord& r : request.records()) records.emplace_back(r.key(), r.value());
+  if (status.ok()) status = log_->RestoreRecords(s, records);
+  if (status.ok() && request.done()) {
+    status = log_->FinishRestore(s, FromProto(request.position()));
+    if (status.ok()) shard.restoring = false;
+  }
+  if (!status.ok()) {
+    response.set_reason(std::string(status.message()));
+    return response;
+  }
+  response.set_accepted(true);
+  return response;
+}
+
+void Replicator::HandOff(absl::Duration timeout) {
+  handing_off_ = true;
+  const absl::Time deadline = absl::Now() + timeout;
+  for (auto& shard : shards_) {
+    if (shard->replica) HandOffShard(shard.get(), -1, deadline, "stopping");
+  }
+}
+
+bool Replicator::HandOffShard(Shard* shard, int32_t to, absl::Time deadline,
+                              absl::string_view why) {
+  const uint32_t s = shard->index;
+  int32_t target = -1;
+  uint64_t epoch;
+  {
+    absl::MutexLock lock(&shard->mu);
+    if (!shard->leading) return false;
+    // New calls answer UNAVAILABLE from now on, and clients retry.
+    shard->serving = false;
+    epoch = shard->lead_epoch;
+    auto caught_up = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) {
+      if (!shard->leading) return true;
+      const uint64_t last = log_->Last(s).seq;
+      for (const auto& [node, peer] : shard->peers) {
+        if (peer.match_seq >= last && (to < 0 || static_cast<int32_t>(node) == to)) {
+          target = static_cast<int32_t>(node);
+          return true;
+        }
+      }
+      return false;
+    };
+    shard->mu.AwaitWithDeadline(absl::Condition(&caught_up), deadline);
+    if (!shard->leading) return false;
+    if (target < 0 && to >= 0) {
+      // The preferred node did not catch up: keep leading.
+      shard->serving = true;
+      return false;
+    }
+    StepDown(shard,
+             target >= 0 ? absl::StrCat(why, ": handed to node ", target) : std::string(why));
+  }
+  const std::string key = Key(absl::StrCat("leader/", s));
+  std::vector<EtcdWrite> writes = {{key, "", 0, true}};
+  if (target >= 0) {
+    writes.push_back({Key(absl::StrCat("handoff/", s)), absl::StrCat(target), 0, false});
+  }
+  etcd_->Txn({{key, 0, absl::StrCat(options_.self, " ", epoch)}}, writes).IgnoreError();
+  return target >= 0;
+}
+
+void Replicator::BalanceLeaders() {
+  // One shard per pass at most, so that moving leadership back never
+  // takes many shards away at once.
+  const absl::Time now = absl::Now();
+  for (auto& shard : shards_) {
+    if (!shard->replica) continue;
+    const uint32_t home = shard->replicas.front();
+    if (home == options_.self) continue;
+    {
+      absl::MutexLock lock(&shard->mu);
+      if (!shard->leading || !shard->serving) continue;
+      auto it = shard->peers.find(home);
+      if (it == shard->peers.end()) continue;
+      // The home node must have answered steadily for a whole lease.
+      if (now - it->second.last_heard > Tick(options_.lease_ttl) * 2 ||
+          now - shard->leading_since < options_.lease_ttl ||
+          it->second.live_since == absl::InfiniteFuture() ||
+          now - it->second.live_since < options_.lease_ttl) {
+        continue;
+      }
+    }
+    HandOffShard(shard.get(), static_cast<int32_t>(home), now + Tick(options_.lease_ttl),
+                 "its first replica is back");
+    return;
+  }
+}
+
+void Replicator::Stop() {
+  if (stopped_.exchange(true)) return;
+  {
+    absl::MutexLock lock(&stop_mu_);
+    stopping_ = true;
+  }
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    StepDown(shard.get(), "stopping");
+  }
+  for (std::thread& thread : threads_) thread.join();
+  threads_.clear();
+  if (const int64_t id = lease_id_.exchange(0); id != 0) {
+    // Ends this node's leader keys now: the other replicas need not wait
+    // for the lease to run out.
+    etcd_->RevokeLease(id).IgnoreError();
+  }
+}
+
+void Replicator::FillTopology(v1::TopologyResponse* response) {
+  response->set_replication_factor(options_.replication_factor);
+  uint64_t version = 0;
+  for (const ShardView& view : Views()) {
+    v1::ShardLeader* out = response->add_leaders();
+    out->set_shard(view.shard);
+    out->set_leader(view.leader);
+    out->set_epoch(view.epoch);
+    version = version * 1000003 + view.epoch * 31 + static_cast<uint64_t>(view.leader + 1);
+    if (!view.leading) continue;
+    v1::ReplicaStatus* self = out->add_replicas();
+    self->set_node(options_.self);
+    self->set_last_epoch(view.last.epoch);
+    self->set_last_seq(view.last.seq);
+    self->set_applied_seq(view.applied.seq);
+    self->set_live(true);
+    for (const ShardView::Follower& f : view.followers) {
+      v1::ReplicaStatus* r = out->add_replicas();
+      r->set_node(f.node);
+      r->set_last_seq(f.match_seq);
+      r->set_applied_seq(f.applied_seq);
+      r->set_behind(view.last.seq > f.match_seq ? view.last.seq - f.match_seq : 0);
+      r->set_live(f.live);
+    }
+  }
+  response->set_version(response->version() ^ version);
+}
+
+std::vector<ShardView> Replicator::Views() {
+  std::vector<ShardView> views;
+  const absl::Time now = absl::Now();
+  const absl::Duration live_window = options_.lease_ttl / 2;
+  for (auto& shard_ptr : shards_) {
+    Shard& shard = *shard_ptr;
+    ShardView view;
+    view.shard = shard.index;
+    view.replica = shard.replica;
+    if (shard.replica) {
+      view.last = log_->Last(shard.index);
+      view.applied = log_->Applied(shard.index);
+    }
+    absl::MutexLock lock(&shard.mu);
+    view.leader = shard.leader;
+    view.epoch = shard.epoch;
+    view.leading = shard.leading && shard.serving;
+    view.learner = shard.learner;
+    view.commit_seq = shard.commit_seq;
+    if (shard.leader < 0 && shard.leaderless_since != absl::InfiniteFuture()) {
+      view.without_leader = now - shard.leaderless_since;
+    }
+    if (view.leading) {
+      for (const auto& [node, peer] : shard.peers) {
+        view.followers.push_back(
+            {node, peer.match_seq, peer.applied_seq, now - peer.last_heard < live_window});
+      }
+    }
+    views.push_back(std::move(view));
+  }
+  return views;
+}
+
+ReplicatorCounters Replicator::Counters() const {
+  return {leader_changes_.load(), fenced_appends_.load(), elections_lost_.load()};
+}
+
+}  // namespace dedup::server::cluster

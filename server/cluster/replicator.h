@@ -1,0 +1,258 @@
+#ifndef DEDUP_SERVER_CLUSTER_REPLICATOR_H_
+#define DEDUP_SERVER_CLUSTER_REPLICATOR_H_
+
+// The replica sets of docs/replication.md, on one node.
+//
+// Every shard has `replication_factor` replicas: nodes s, s+1, ... (mod n)
+// of cluster.nodes. One of them leads the shard and serves its calls; the
+// others follow. The store decides every call exactly as a single node
+// does; this class turns the writes it decided into the next entries of
+// the shard's log (storage/replication_log.h), ships them to the
+// followers, and answers once a majority holds them (§2).
+//
+// Leadership lives in etcd, under /dedup/<cluster>/:
+//   shards/<s>   the shard's epoch, raised by one at every election;
+//   leader/<s>   "<node> <epoch>", attached to the leader's etcd lease;
+//   handoff/<s>  the follower a leader that stops hands the shard to;
+//   members/<i>  written once node i has joined with its data;
+//   learner/<i>/<s>  node i re-seeds shard s and may not vote for it yet.
+// A shard whose leader/<s> key is gone (its lease ended) is taken over by a
+// replica that gathers promises for epoch+1 from a majority, adopts the
+// most advanced log among them, and wins an etcd transaction on shards/<s>
+// (§3). A promise fences every older leader: it can no longer gather a
+// majority of acknowledgements. Reads are answered only while the leader's
+// own reckoning of its lease, counted on the steady clock from the last
+// keep-alive etcd answered, has not run out: it runs out before etcd can
+// end the lease anywhere else.
+//
+// Fencing tokens: a leader of epoch e hands out e * 2^40 + 1, + 2, ...:
+// above every token of any earlier epoch, so a key's tokens grow across
+// any sequence of failovers without a ceiling to replicate.
+//
+// Thread-safe. Threads: one keeps the etcd lease and reads the leadership
+// keys; one runs elections; one per (shard, follower) ships the log while
+// this node leads the shard.
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "dedup/replication/v1/replication.grpc.pb.h"
+#include "dedup/v1/dedup.pb.h"
+#include "grpcpp/security/credentials.h"
+#include "server/cluster/etcd_client.h"
+#include "storage/replication_log.h"
+#include "storage/shard_replicator.h"
+#include "storage/store.h"
+
+namespace dedup::server::cluster {
+
+struct ReplicatorOptions {
+  // Addresses of every node, as peers and clients reach them.
+  std::vector<std::string> nodes;
+  uint32_t self = 0;
+  uint32_t replication_factor = 3;
+  // "/dedup/<cluster>/".
+  std::string etcd_prefix;
+  absl::Duration lease_ttl = absl::Seconds(10);
+  // How this node calls its peers.
+  std::shared_ptr<grpc::ChannelCredentials> peer_credentials;
+};
+
+// What the node knows of one shard, for Topology and the metrics.
+struct ShardView {
+  uint32_t shard = 0;
+  int32_t leader = -1;
+  uint64_t epoch = 0;
+  bool replica = false;  // This node holds the shard.
+  bool leading = false;  // This node leads it and serves it.
+  bool learner = false;  // This node re-seeds it and does not vote.
+  storage::LogPosition last;
+  storage::LogPosition applied;
+  uint64_t commit_seq = 0;
+  absl::Duration without_leader;  // So far, while it has none.
+  struct Follower {
+    uint32_t node = 0;
+    uint64_t match_seq = 0;
+    uint64_t applied_seq = 0;
+    bool live = false;
+  };
+  std::vector<Follower> followers;  // When leading.
+};
+
+// Counters since start, for the metrics.
+struct ReplicatorCounters {
+  uint64_t leader_changes = 0;  // Shards this node took over.
+  uint64_t fenced_appends = 0;  // Appends refused for a lower epoch.
+  uint64_t elections_lost = 0;  // Attempts without a majority or etcd.
+};
+
+class Replicator : public storage::ShardReplicator {
+ public:
+  // Joins the cluster: registers with etcd (a node whose data directory
+  // was just created but that etcd knows re-seeds every shard first) and
+  // starts the threads. `etcd`, `log` and `store` must outlive it.
+  static absl::StatusOr<std::unique_ptr<Replicator>> Start(const ReplicatorOptions& options,
+                                                           EtcdClient* etcd,
+                                                           storage::ReplicationLog* log,
+                                                           storage::Store* store);
+  ~Replicator() override;
+
+  Replicator(const Replicator&) = delete;
+  Replicator& operator=(const Replicator&) = delete;
+
+  // Planned transfer (§6): stops serving every shard this node leads, waits
+  // (up to `timeout` in all) for a follower to hold its whole log, and
+  // hands the shard to it through etcd.
+  void HandOff(absl::Duration timeout);
+  // Stops the threads and revokes the etcd lease; the node then leads
+  // nothing. Idempotent.
+  void Stop();
+
+  // storage::ShardReplicator.
+  absl::Status CheckLeading(uint32_t shard) override;
+  absl::StatusOr<uint64_t> NextToken(uint32_t shard) override;
+  std::vector<absl::Status> Commit(std::vector<storage::ShardWrite> writes) override;
+
+  // The Replication service, as a follower and a voter.
+  replication::v1::AppendResponse HandleAppend(const replication::v1::AppendRequest& request);
+  replication::v1::PromiseResponse HandlePromise(const replication::v1::PromiseRequest& request);
+  absl::StatusOr<replication::v1::ReadLogResponse> HandleReadLog(
+      const replication::v1::ReadLogRequest& request);
+  replication::v1::RestoreResponse HandleRestore(const replication::v1::RestoreRequest& request);
+
+  // Topology's replicated part: per shard, leader, epoch and, for the
+  // shards this node leads, its followers.
+  void FillTopology(v1::TopologyResponse* response);
+  std::vector<ShardView> Views();
+  ReplicatorCounters Counters() const;
+
+ private:
+  struct Peer {
+    uint64_t next_seq = 1;
+    uint64_t match_seq = 0;
+    uint64_t applied_seq = 0;  // As it last answered.
+    absl::Time last_heard = absl::InfinitePast();
+    // Since when it has answered without a gap; InfiniteFuture: never.
+    absl::Time live_since = absl::InfiniteFuture();
+  };
+  struct Shard {
+    absl::Mutex mu;
+    absl::CondVar changed;  // Log, commit or leadership changed.
+    uint32_t index = 0;
+    std::vector<uint32_t> replicas;  // Node indices, this node's included.
+    bool replica = false;
+    // Learned from etcd (or from the leader's appends).
+    int32_t leader ABSL_GUARDED_BY(mu) = -1;
+    uint64_t epoch ABSL_GUARDED_BY(mu) = 0;
+    absl::Time leaderless_since ABSL_GUARDED_BY(mu) = absl::Now();
+    absl::Time next_election ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+    int32_t handoff_to ABSL_GUARDED_BY(mu) = -1;
+    // This node as the leader.
+    bool leading ABSL_GUARDED_BY(mu) = false;
+    // Between winning the etcd transaction and taking the shard.
+    bool electing ABSL_GUARDED_BY(mu) = false;
+    bool serving ABSL_GUARDED_BY(mu) = false;
+    uint64_t lead_epoch ABSL_GUARDED_BY(mu) = 0;
+    absl::Time leading_since ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();
+    uint64_t epoch_start_seq ABSL_GUARDED_BY(mu) = 0;
+    uint64_t commit_seq ABSL_GUARDED_BY(mu) = 0;
+    uint64_t tokens ABSL_GUARDED_BY(mu) = 0;
+    std::map<uint32_t, Peer> peers ABSL_GUARDED_BY(mu);
+    // What every replica holds (leader: computed; follower: as told), and
+    // how far this log has been trimmed.
+    uint64_t trim_seq ABSL_GUARDED_BY(mu) = 0;
+    uint64_t trimmed ABSL_GUARDED_BY(mu) = 0;
+    // This node as a follower whose data directory was replaced, or whose
+    // log fell behind what the leader keeps: it may not vote.
+    bool learner ABSL_GUARDED_BY(mu) = false;
+    bool restoring ABSL_GUARDED_BY(mu) = false;
+    // The learner holds every entry committed so far; the coordinator
+    // clears its etcd key (of this revision) and then lets it vote.
+    bool learner_caught_up ABSL_GUARDED_BY(mu) = false;
+    int64_t learner_revision ABSL_GUARDED_BY(mu) = 0;
+    // When this node last won the shard: etcd reads sent before then may
+    // not show its leader key yet.
+    absl::Time won_at ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+  };
+
+  Replicator(const ReplicatorOptions& options, EtcdClient* etcd, storage::ReplicationLog* log,
+             storage::Store* store);
+
+  std::string Key(absl::string_view suffix) const;
+  bool LeaseValid() const;
+  uint32_t Majority() const { return options_.replication_factor / 2 + 1; }
+  replication::v1::Replication::Stub* PeerStub(uint32_t node) { return stubs_[node].get(); }
+
+  absl::Status Join();
+  absl::Status RenewLease();
+  void CoordinateLoop();
+  void ElectionLoop();
+  void ShipLoop(Shard* shard, uint32_t peer);
+  void ReadLeadership();
+  void Elect(Shard* shard);
+  absl::Status CatchUpFrom(Shard* shard, uint32_t node, storage::LogPosition target,
+                           uint64_t epoch);
+  void StepDown(Shard* shard, absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu);
+  void ReleaseLeaderKey(uint32_t shard, uint64_t epoch);
+  // Raises the commit to what a majority holds (only entries of the
+  // leader's own epoch count, §3) and wakes whoever waits for it.
+  void AdvanceCommit(Shard* shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu);
+  // Copies the shard's records to a follower that needs entries this log
+  // no longer holds, then lets it follow from there (§4).
+  absl::Status Reseed(Shard* shard, uint32_t peer, uint64_t epoch);
+  // Trims the logs of the shards this node leads through what every
+  // replica holds, or what the retention bound leaves.
+  void TrimLogs();
+  // Stops serving the shard, waits until `to` (-1: any follower) holds its
+  // whole log, and hands the shard to it through etcd; without such a
+  // follower by `deadline`, keeps it when `to` was named and releases it
+  // otherwise. True when handed over.
+  bool HandOffShard(Shard* shard, int32_t to, absl::Time deadline, absl::string_view why);
+  // Gives a shard back to its first replica once that one has been up and
+  // caught up for a lease, so that leadership spreads over the nodes again
+  // after a failover (one shard per call).
+  void BalanceLeaders();
+  // Stops serving every shard this node leads once its lease may have
+  // ended, so that it neither answers nor keeps followers from electing.
+  void StepDownWithoutLease();
+  // Lets caught-up learners vote again: deletes their etcd keys, outside
+  // the shard locks.
+  void ClearCaughtUpLearners();
+
+  const ReplicatorOptions options_;
+  EtcdClient* const etcd_;
+  storage::ReplicationLog* const log_;
+  storage::Store* const store_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::vector<std::unique_ptr<replication::v1::Replication::Stub>> stubs_;  // By node.
+
+  std::atomic<int64_t> lease_id_{0};
+  // Steady-clock nanoseconds until which this node's lease is certainly its
+  // own; 0: not at all.
+  std::atomic<int64_t> lease_valid_until_ns_{0};
+
+  std::atomic<uint64_t> leader_changes_{0};
+  std::atomic<uint64_t> fenced_appends_{0};
+  std::atomic<uint64_t> elections_lost_{0};
+
+  absl::Mutex stop_mu_;
+  bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
+  std::atomic<bool> stopped_{false};
+  // Set by HandOff: this node takes over no shard any more.
+  std::atomic<bool> handing_off_{false};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace dedup::server::cluster
+
+#endif  // DEDUP_SERVER_CLUSTER_REPLICATOR_H_
