@@ -18,6 +18,9 @@ enum ExitCode {
   kExitMismatch = 13,    // Claim: fingerprint differs
   kExitStaleToken = 14,  // Complete/Release/Extend: token is not the newest
   kExitNotFound = 15,    // Complete/Release/Extend: no record; Query: ABSENT
+  // cluster status: a shard without a leader, or with fewer live replicas
+  // than a majority (or, not replicated, whose node did not answer).
+  kExitClusterDegraded = 16,
 };
 
 // The enum of a response that decides the exit code.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "cluster_status.h"
 #include "dedup/build_info.h"
 #include "dedup/client/client.h"
 #include "dedup/client/tls.h"
@@ -35,6 +36,7 @@ Commands:
   query NAMESPACE KEY
   scan NAMESPACE [--state=in_progress|completed|released|failed] [--older_than=10m] [--limit=N]
   health
+  cluster status
 
 Global options (before or after the command):
   --endpoint=HOST:PORT  dedupd address (default $DEDUPD_ENDPOINT, else 127.0.0.1:7400)
@@ -56,11 +58,14 @@ Exit codes:
   2  bad command line
   10 IN_PROGRESS   11 COMPLETED   12 FAILED (poisoned)   13 MISMATCH
   14 STALE_TOKEN   15 NOT_FOUND (or ABSENT for query)
+  16 cluster status: a shard has no leader, or fewer live replicas than a
+     majority (replication_factor/2+1)
 
 Examples:
   dedupctl claim coupon-deduct order-1001 --owner=$(hostname)-$$
   dedupctl complete coupon-deduct order-1001 --token=7 --result='{"deducted":true}'
   dedupctl scan coupon-deduct --state=in_progress --older_than=10m --json
+  dedupctl --endpoint=10.0.0.5:7400 cluster status
 )";
 
 struct CommandSpec {
@@ -119,6 +124,19 @@ const std::map<std::string, CommandSpec>& Commands() {
         {},
         "dedupctl health\n"
         "  Exit 0 if dedupd reports dedup.v1.Dedup SERVING, else 1."}},
+      {"cluster",
+       {1,
+        {},
+        {},
+        "dedupctl cluster status [--json]\n"
+        "  Asks --endpoint, then every node of its cluster map, for its Topology, and\n"
+        "  prints one line per shard: its leader (or none), epoch, and each replica's\n"
+        "  last seq, applied seq, entries behind the leader and whether it is live, as\n"
+        "  the shard's leader reports them. A cluster that is not replicated is shown\n"
+        "  with each shard's owner.\n"
+        "  Exit 0 when every shard has a leader and a majority (replication_factor/2+1)\n"
+        "  of live replicas (not replicated: when every node answered); 16 when not,\n"
+        "  each such shard named on stderr; 1 when no endpoint answered."}},
   };
   return *commands;
 }
@@ -344,6 +362,9 @@ int Main(int argc, char** argv) {
       UsageError(absl::StrCat(args.command, " needs --", name), spec.usage);
     }
   }
+  if (args.command == "cluster" && args.positional[0] != "status") {
+    UsageError(absl::StrCat("unknown cluster command '", args.positional[0], "'"), spec.usage);
+  }
 
   client::ClientOptions options;
   const char* env = std::getenv("DEDUPD_ENDPOINT");
@@ -372,6 +393,10 @@ int Main(int argc, char** argv) {
   if (DurationOption(args, "timeout", spec.usage, &timeout_ms)) {
     if (timeout_ms <= 0) UsageError("--timeout must be positive", spec.usage);
     options.default_timeout = absl::Milliseconds(timeout_ms);
+  }
+  if (args.command == "cluster") {
+    return RunClusterStatus(options.endpoint, options.credentials, options.default_timeout,
+                            args.json, std::cout, std::cerr);
   }
   absl::StatusOr<std::unique_ptr<client::Client>> client = client::Client::Create(options);
   if (!client.ok()) return Fail(client.status());

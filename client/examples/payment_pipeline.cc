@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "dedup/client/guard.h"
@@ -64,7 +66,23 @@ class Broker {
   int64_t deliveries_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+constexpr absl::string_view kReceiptTokenMark = " with token ";
+
 }  // namespace
+
+std::string ChargeReceipt(absl::string_view key, uint64_t token) {
+  return absl::StrCat("charged ", key, kReceiptTokenMark, token);
+}
+
+std::optional<uint64_t> TokenOfReceipt(absl::string_view receipt) {
+  const size_t mark = receipt.rfind(kReceiptTokenMark);
+  uint64_t token = 0;
+  if (!absl::StartsWith(receipt, "charged ") || mark == absl::string_view::npos ||
+      !absl::SimpleAtoi(receipt.substr(mark + kReceiptTokenMark.size()), &token)) {
+    return std::nullopt;
+  }
+  return token;
+}
 
 PipelineReport RunPaymentPipeline(client::Client* client, const PipelineOptions& options) {
   PaymentProvider provider(PaymentProvider::Options{options.charge_time, options.fail_first_every});
@@ -73,14 +91,15 @@ PipelineReport RunPaymentPipeline(client::Client* client, const PipelineOptions&
 
   std::atomic<int64_t> executed{0}, duplicates{0}, in_progress{0}, failures{0}, errors{0};
   auto consume = [&](int worker) {
+    const std::string owner = absl::StrCat(options.run_id, "-worker-", worker);
     std::unique_ptr<client::Guard> guard;
     if (options.use_guard) {
       guard = std::make_unique<client::Guard>(
-          client, client::GuardOptions{options.ns, absl::StrCat(options.run_id, "-worker-", worker),
-                                       absl::Seconds(30)});
+          client, client::GuardOptions{options.ns, owner, absl::Seconds(30)});
     }
+    auto stopped = [&] { return options.stop != nullptr && options.stop->load(); };
     Delivery d;
-    while (broker.Pop(&d)) {
+    while (!stopped() && broker.Pop(&d)) {
       const std::string key = absl::StrCat("pay-", options.run_id, "-", d.index);
       const bool redeliver_now =
           d.first_copy && options.redeliver_every > 0 && d.index % options.redeliver_every == 0;
@@ -96,12 +115,33 @@ PipelineReport RunPaymentPipeline(client::Client* client, const PipelineOptions&
         broker.Ack();
         continue;
       }
+      GuardRunTrace trace;
+      if (options.on_guard_run) {
+        trace.key = key;
+        trace.owner = owner;
+        trace.started = client->clock().SteadyNow();
+      }
       absl::StatusOr<client::GuardResult> result =
           guard->Run(key, [&](const client::GuardContext& ctx) -> absl::StatusOr<std::string> {
-            absl::Status charged = provider.Charge(ctx.key, ctx.token, d.index);
-            if (!charged.ok()) return charged;
-            return absl::StrCat("charged ", ctx.key, " with token ", ctx.token);
+            if (options.on_guard_run) {
+              trace.worked = true;
+              trace.token = ctx.token;
+              trace.work_started = client->clock().SteadyNow();
+            }
+            const absl::Status charged = provider.Charge(ctx.key, ctx.token, d.index);
+            absl::StatusOr<std::string> receipt = ChargeReceipt(ctx.key, ctx.token);
+            if (!charged.ok()) receipt = charged;
+            if (options.on_guard_run) {
+              trace.work = receipt;
+              trace.work_finished = client->clock().SteadyNow();
+            }
+            return receipt;
           });
+      if (options.on_guard_run) {
+        trace.finished = client->clock().SteadyNow();
+        trace.result = result;
+        options.on_guard_run(trace);
+      }
       if (!result.ok()) {
         errors.fetch_add(1);
       } else {

@@ -25,6 +25,10 @@ std::shared_ptr<BatchStream> BatchStream::Open(v1::Dedup::Stub* stub, LiveCalls*
       new BatchStream(live, std::move(on_answered), std::move(on_done)));
   stream->self_ = stream;
   stub->async()->Stream(&stream->context_, stream.get());
+  // Writes start on the callers' threads, outside the reactions: without a
+  // hold the call could end (and OnDone run) between Pump's decision to
+  // write and its StartWrite. Released once no operation can start.
+  stream->AddHold();
   stream->StartRead(&stream->response_);
   stream->StartCall();
   return stream;
@@ -61,25 +65,55 @@ void BatchStream::Pump() {
     } else if (closing_) {
       writes_done_ = true;
       writes_done = true;
+    } else {
+      return;
     }
+    starting_ = true;
   }
   // std::deque keeps references to its elements valid across push_back.
   if (to_write != nullptr) StartWrite(to_write);
   if (writes_done) StartWritesDone();
+  bool release;
+  {
+    absl::MutexLock lock(&mu_);
+    starting_ = false;
+    release = TakeHold();
+  }
+  if (release) RemoveHold();
+}
+
+bool BatchStream::TakeHold() {
+  if (hold_released_ || starting_ || !(broken_ || writes_done_)) return false;
+  hold_released_ = true;
+  return true;
 }
 
 void BatchStream::OnWriteDone(bool ok) {
+  bool release;
   {
     absl::MutexLock lock(&mu_);
     outbox_.pop_front();
     writing_ = false;
     if (!ok) broken_ = true;  // The call is over; OnDone answers the waiters.
+    release = TakeHold();
   }
+  if (release) RemoveHold();
   Pump();
 }
 
 void BatchStream::OnReadDone(bool ok) {
-  if (!ok) return;  // The server ended the call; OnDone follows.
+  if (!ok) {
+    // The call is over: no answer will come, so nothing more is written.
+    // OnDone follows, once the hold is released.
+    bool release;
+    {
+      absl::MutexLock lock(&mu_);
+      broken_ = true;
+      release = TakeHold();
+    }
+    if (release) RemoveHold();
+    return;
+  }
   v1::BatchResponse response = std::move(response_);
   response_.Clear();
   StartRead(&response_);

@@ -56,6 +56,10 @@ class BatchStream final : public grpc::ClientBidiReactor<v1::BatchRequest, v1::B
               std::function<void(BatchStream*)> on_done);
   // Starts the next write, or the half-close, if nothing is being written.
   void Pump() ABSL_LOCKS_EXCLUDED(mu_);
+  // True, once, when no operation can start any more (broken, or
+  // half-closed) and none is being started: the caller then releases the
+  // hold Open took, with the lock released.
+  bool TakeHold() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const LiveCalls::Token live_;  // First: outlives context_ (see live_calls.h).
   grpc::ClientContext context_;
@@ -70,6 +74,8 @@ class BatchStream final : public grpc::ClientBidiReactor<v1::BatchRequest, v1::B
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool writes_done_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool starting_ ABSL_GUARDED_BY(mu_) = false;  // Pump is starting a write or the half-close.
+  bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<uint64_t, Waiters> in_flight_ ABSL_GUARDED_BY(mu_);
 };
 

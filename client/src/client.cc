@@ -1,5 +1,6 @@
 #include "dedup/client/client.h"
 
+#include <atomic>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct Call {
   SteadyTime deadline;
   OpCallback done;
   RetryPolicy::State retries;
+  uint64_t generation = 0;  // Of the map the last attempt was routed by.
 };
 
 std::vector<std::string> Endpoints(const std::string& endpoint) {
@@ -42,8 +44,10 @@ NodeConnection::Options ConnectionOptions(const ClientOptions& options) {
 
 }  // namespace
 
-// Sends each call to the node that owns its key (Topology), and again as
-// the RetryPolicy says, until it has an answer to hand back.
+// Sends each call to the node that owns or leads its key's shard
+// (Topology), and again as the RetryPolicy says, until it has an answer to
+// hand back. Each call is routed on its own, so the items of a coalesced
+// batch that fail are each sent again to their own key's node.
 class Client::Impl {
  public:
   explicit Impl(const ClientOptions& options)
@@ -107,13 +111,13 @@ class Client::Impl {
                 retry_.Next(result.status(), clock_->SteadyNow(), call->deadline, &call->retries);
             switch (next.action) {
               case RetryPolicy::Action::kRetry:
+                // The node may be down, or lead the key's shard no more: the
+                // retry goes by the newest map there is by then.
+                topology_.RefreshThen(nullptr);
                 scheduler_->After(next.wait, [this, call] { Attempt(call); });
                 return;
               case RetryPolicy::Action::kReroute:
-                scheduler_->After(absl::ZeroDuration(), [this, call] {
-                  topology_.Refresh();
-                  Attempt(call);
-                });
+                scheduler_->After(next.wait, [this, call] { Reroute(call); });
                 return;
               case RetryPolicy::Action::kReturn:
                 break;
@@ -125,7 +129,20 @@ class Client::Impl {
       waiter->Fire(absl::DeadlineExceededError("deadline passed before the call was sent"));
       return;
     }
-    topology_.Route(call->op)->Send(call->op, std::move(waiter));
+    topology_.Route(call->op, &call->generation)->Send(call->op, std::move(waiter));
+  }
+
+  // Sends `call` again by a newer map than its last attempt went by: at
+  // once if the map has changed since, else when a fetch of the map has
+  // ended, or at the call's deadline if the fetch takes longer than that.
+  void Reroute(std::shared_ptr<Call> call) {
+    if (topology_.generation() != call->generation) return Attempt(std::move(call));
+    auto sent = std::make_shared<std::atomic<bool>>(false);
+    auto resend = [this, call, sent] {
+      if (!sent->exchange(true)) Attempt(call);
+    };
+    scheduler_->At(call->deadline, resend);
+    topology_.RefreshThen([this, resend] { scheduler_->After(absl::ZeroDuration(), resend); });
   }
 
   void Finish(Call& call, absl::StatusOr<v1::OperationResult> result) {

@@ -17,17 +17,21 @@ absl::Duration Jitter(absl::Duration backoff) {
 
 RetryPolicy::Decision RetryPolicy::Next(const absl::Status& failure, SteadyTime now,
                                         SteadyTime deadline, State* state) const {
+  Action action;
   if (absl::IsUnavailable(failure)) {
-    const absl::Duration wait = Jitter(state->backoff);
-    if (now + wait >= deadline) return Decision{Action::kReturn, absl::ZeroDuration()};
-    state->backoff = std::min(state->backoff * 2, max_backoff_);
-    return Decision{Action::kRetry, wait};
+    action = Action::kRetry;
+  } else if (absl::IsFailedPrecondition(failure)) {
+    action = Action::kReroute;
+  } else {
+    return Decision{Action::kReturn, absl::ZeroDuration()};
   }
-  if (absl::IsFailedPrecondition(failure) && state->reroutes < kMaxReroutes && now < deadline) {
-    ++state->reroutes;
-    return Decision{Action::kReroute, absl::ZeroDuration()};
-  }
-  return Decision{Action::kReturn, absl::ZeroDuration()};
+  // A first reroute goes at once: the map that is fetched for it is new.
+  const bool at_once = action == Action::kReroute && state->reroutes == 0;
+  const absl::Duration wait = at_once ? absl::ZeroDuration() : Jitter(state->backoff);
+  if (now + wait >= deadline) return Decision{Action::kReturn, absl::ZeroDuration()};
+  if (action == Action::kReroute) ++state->reroutes;
+  if (!at_once) state->backoff = std::min(state->backoff * 2, max_backoff_);
+  return Decision{action, wait};
 }
 
 }  // namespace dedup::client

@@ -9,28 +9,31 @@ namespace dedup::client {
 
 // What a call does after an attempt that failed (Client in client.h says
 // why every call of dedup.v1 is safe to send again):
-//  - UNAVAILABLE (the node or the network could not be reached): send it
-//    again after a backoff that starts at `initial_backoff` and doubles up
-//    to `max_backoff`, each wait jittered to between half and all of it;
-//    but only if the wait ends before the call's deadline;
-//  - FAILED_PRECONDITION (the key is another node's: the cluster map
-//    changed): fetch the topology and send it again at once, at most
-//    kMaxReroutes times, and only before the deadline;
+//  - UNAVAILABLE (the node or the network could not be reached, or the
+//    key's shard has no leader): send it again after a backoff that starts
+//    at `initial_backoff` and doubles up to `max_backoff`, each wait
+//    jittered to between half and all of it; but only if the wait ends
+//    before the call's deadline;
+//  - FAILED_PRECONDITION (the node does not own or lead the key's shard:
+//    the cluster map changed): fetch the map and send it again; the first
+//    time at once, later times after the same backoff, so that leadership
+//    moving several times during one call is followed, never in a busy
+//    loop, for as long as the deadline allows;
 //  - anything else: return it to the caller.
+// UNAVAILABLE and FAILED_PRECONDITION share one backoff: a call that keeps
+// failing waits longer, whichever the reason.
 // Thread-safe; the State of one call is used by one attempt at a time.
 class RetryPolicy {
  public:
-  static constexpr int kMaxReroutes = 2;
-
   enum class Action { kReturn, kRetry, kReroute };
   struct Decision {
     Action action;
-    absl::Duration wait;  // kRetry: how long to wait first.
+    absl::Duration wait;  // kRetry, kReroute: how long to wait first.
   };
 
   // One call's way through the rule.
   struct State {
-    absl::Duration backoff;  // Before the jitter, for the next UNAVAILABLE.
+    absl::Duration backoff;  // Before the jitter, for the next wait.
     int reroutes = 0;
   };
 

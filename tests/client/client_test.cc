@@ -3,6 +3,11 @@
 // without coalescing onto Stream batches.
 #include "dedup/client/client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -301,6 +306,50 @@ TEST_F(NagleCoalescingTest, CallsMadeWhileABatchIsInTheAirLeaveWhenItIsAnswered)
     acquired += caller.get();
   }
   EXPECT_EQ(acquired, kCallers * kCallsEach);
+}
+
+// A port on 127.0.0.1 that nothing listens on: connections are refused.
+std::string RefusingEndpoint() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), length);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
+}
+
+// Each stream to a node that is down ends as soon as it opens, while
+// callers on other threads are still writing batches to it. Every call
+// must end with an error, and the client must come through unharmed.
+TEST(CoalescedStreamTest, CallsToANodeThatIsDownEndCleanly) {
+  ClientOptions options;
+  options.endpoint = RefusingEndpoint();
+  options.coalesce = true;
+  options.max_batches_in_flight = 16;
+  options.initial_backoff = absl::Milliseconds(1);
+  options.max_backoff = absl::Milliseconds(2);
+  auto client = Client::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<std::future<int>> callers;
+  for (int c = 0; c < 16; ++c) {
+    callers.push_back(std::async(std::launch::async, [&client, c] {
+      int wrong = 0;
+      for (int i = 0; i < 30; ++i) {
+        CallOptions call;
+        call.deadline = absl::Now() + absl::Milliseconds(50);
+        auto claimed = (*client)->Claim(ClaimOf(absl::StrCat("down-", c, "-", i), "w"), call);
+        if (claimed.ok() || !(absl::IsUnavailable(claimed.status()) ||
+                              absl::IsDeadlineExceeded(claimed.status()))) {
+          ++wrong;
+        }
+      }
+      return wrong;
+    }));
+  }
+  for (auto& caller : callers) EXPECT_EQ(caller.get(), 0);
 }
 
 TEST(ClientOptionsTest, RejectsBadOptions) {

@@ -38,16 +38,48 @@ TEST(RetryPolicyTest, UnavailableIsReturnedWhenTheWaitWouldEndAtOrPastTheDeadlin
             RetryPolicy::Action::kRetry);
 }
 
-TEST(RetryPolicyTest, FailedPreconditionReroutesAtOnceAtMostTwice) {
+TEST(RetryPolicyTest, FailedPreconditionReroutesAtOnceTheFirstTime) {
   const RetryPolicy policy(kInitial, kMax);
   RetryPolicy::State state = policy.Start();
-  const absl::Status moved = absl::FailedPreconditionError("key belongs to node 1");
-  for (int i = 0; i < RetryPolicy::kMaxReroutes; ++i) {
+  const RetryPolicy::Decision next = policy.Next(
+      absl::FailedPreconditionError("key belongs to node 1"), kNow, kFarDeadline, &state);
+  EXPECT_EQ(next.action, RetryPolicy::Action::kReroute);
+  EXPECT_EQ(next.wait, absl::ZeroDuration());
+}
+
+// Leadership can move several times while one call is sent: the call
+// follows it for as long as its deadline allows, waiting more each time.
+TEST(RetryPolicyTest, FailedPreconditionReroutesAgainAfterABackoffUntilTheDeadline) {
+  const RetryPolicy policy(kInitial, kMax);
+  RetryPolicy::State state = policy.Start();
+  const absl::Status moved = absl::FailedPreconditionError("shard 3 is led by node 2");
+  ASSERT_EQ(policy.Next(moved, kNow, kFarDeadline, &state).action, RetryPolicy::Action::kReroute);
+  for (absl::Duration backoff :
+       {absl::Milliseconds(10), absl::Milliseconds(20), absl::Milliseconds(40),
+        absl::Milliseconds(50), absl::Milliseconds(50), absl::Milliseconds(50)}) {
     const RetryPolicy::Decision next = policy.Next(moved, kNow, kFarDeadline, &state);
-    EXPECT_EQ(next.action, RetryPolicy::Action::kReroute);
-    EXPECT_EQ(next.wait, absl::ZeroDuration());
+    ASSERT_EQ(next.action, RetryPolicy::Action::kReroute);
+    EXPECT_GE(next.wait, backoff / 2);
+    EXPECT_LE(next.wait, backoff);
   }
-  EXPECT_EQ(policy.Next(moved, kNow, kFarDeadline, &state).action, RetryPolicy::Action::kReturn);
+  // The next wait is 25 to 50 ms: not before a deadline 20 ms away.
+  EXPECT_EQ(policy.Next(moved, kNow, kNow + absl::Milliseconds(20), &state).action,
+            RetryPolicy::Action::kReturn);
+}
+
+TEST(RetryPolicyTest, UnavailableAndFailedPreconditionShareOneBackoff) {
+  const RetryPolicy policy(kInitial, kMax);
+  RetryPolicy::State state = policy.Start();
+  ASSERT_EQ(policy.Next(absl::UnavailableError("no leader"), kNow, kFarDeadline, &state).action,
+            RetryPolicy::Action::kRetry);
+  ASSERT_EQ(policy.Next(absl::UnavailableError("no leader"), kNow, kFarDeadline, &state).action,
+            RetryPolicy::Action::kRetry);
+  // The first reroute goes at once; the one after waits as a third retry.
+  const absl::Status moved = absl::FailedPreconditionError("moved");
+  EXPECT_EQ(policy.Next(moved, kNow, kFarDeadline, &state).wait, absl::ZeroDuration());
+  const RetryPolicy::Decision next = policy.Next(moved, kNow, kFarDeadline, &state);
+  EXPECT_GE(next.wait, absl::Milliseconds(20));
+  EXPECT_LE(next.wait, absl::Milliseconds(40));
 }
 
 TEST(RetryPolicyTest, FailedPreconditionAtTheDeadlineIsReturned) {

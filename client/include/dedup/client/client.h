@@ -19,7 +19,8 @@ struct ClientOptions {
   // Where dedupd is: "host:port" (or any gRPC target such as
   // "dns:///dedupd.example:7400"), or several nodes of a cluster,
   // comma-separated. The client asks them for the cluster's Topology and
-  // then sends every key straight to the node that owns it.
+  // then sends every key straight to the node that owns it (in a
+  // replicated cluster, the leader of its shard).
   std::string endpoint = "127.0.0.1:7400";
   // Channel credentials; null means plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
@@ -74,11 +75,17 @@ using Callback = std::function<void(absl::StatusOr<T>)>;
 //    call did (ALREADY_COMPLETED; OK or FAILED for Release);
 //  - Extend with the same token only moves the lease again; Query and Scan
 //    read.
-// FAILED_PRECONDITION (the key belongs to another node: the cluster map
-// changed) refreshes the topology and re-sends the call, at most twice.
-// Other errors (INVALID_ARGUMENT, NOT_FOUND, DEADLINE_EXCEEDED, ...) are
-// returned at once. In a cluster, a node that is down makes its own keys
-// UNAVAILABLE (after retries) while keys of other nodes proceed.
+// FAILED_PRECONDITION (the node does not own or lead the key's shard: the
+// cluster map changed) fetches the map again and re-sends the call, the
+// first time at once and then with the same backoff, within the deadline.
+// Each UNAVAILABLE also fetches the map (at most one fetch in flight, one
+// every 100 ms at most), since the node that failed may have lost its
+// shards. So in a replicated cluster a failover, or leadership moving
+// several times, shows only as latency as long as a new leader is elected
+// before the deadline. Other errors (INVALID_ARGUMENT, NOT_FOUND,
+// DEADLINE_EXCEEDED, ...) are returned at once. In a statically sharded
+// cluster, a node that is down makes its own keys UNAVAILABLE (after
+// retries) while keys of other nodes proceed.
 //
 // Outcomes (ACQUIRED, IN_PROGRESS, STALE_TOKEN, ...) are in the returned
 // responses, exactly as the server sent them; a non-OK status means the
@@ -90,8 +97,8 @@ using Callback = std::function<void(absl::StatusOr<T>)>;
 class Client {
  public:
   // Asks the endpoints for the cluster topology (briefly: an unreachable
-  // server does not fail the creation; the map is fetched again when a node
-  // answers that a key is not its own).
+  // server does not fail the creation; the map is fetched again when a call
+  // fails UNAVAILABLE or a node answers that a key is not its own).
   static absl::StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& options);
 
   // Waits for calls in flight (up to their deadlines) and closes.
