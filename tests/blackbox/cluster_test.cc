@@ -1,10 +1,5 @@
 // A three-node cluster of dedupd binaries on 127.0.0.1: every key has one
 // owner, clients reach it directly, and a node that is down fails closed.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <array>
 #include <map>
 #include <memory>
@@ -27,25 +22,6 @@ namespace {
 
 constexpr int kNodes = 3;
 constexpr uint32_t kShards = 16;
-
-// Ports the kernel just handed out on 127.0.0.1. Node addresses must be
-// known before any node starts, so port 0 cannot be used.
-std::vector<int> FreePorts(int n) {
-  std::vector<int> fds, ports;
-  for (int i = 0; i < n; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    socklen_t length = sizeof(address);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-    ports.push_back(ntohs(address.sin_port));
-    fds.push_back(fd);
-  }
-  for (int fd : fds) close(fd);
-  return ports;
-}
 
 class ClusterTest : public ::testing::Test {
  protected:

@@ -123,6 +123,12 @@ class ServingDedupd {
   int port_ = 0;
 };
 
+// `n` distinct ports the kernel just handed out on 127.0.0.1, for nodes
+// whose addresses must be known before any of them starts, so that port 0
+// cannot be used. Another process may take one before the node binds it;
+// the node then fails to start, clearly.
+std::vector<int> FreePorts(int n);
+
 // Writes `text` to the file at `path`, replacing it.
 void WriteFile(const std::string& path, const std::string& text);
 // The contents of the file at `path`, or "" if it cannot be read.

@@ -10,24 +10,40 @@
 #    missing or the registry does not answer within NPM_TIMEOUT seconds.
 # 2. `helm lint --strict`, and that values.schema.json and the templates
 #    refuse bad values (replicas 0, replicas above shards, an unknown
-#    durability, a bad namespace name, a misspelt value).
-# 3. `helm template` with 1 replica, 3 replicas, 3 with the ServiceMonitor
-#    and PrometheusRule, with required anti-affinity, and with TLS from a
-#    Secret and the NetworkPolicy; each rendering is
+#    durability, a bad namespace name, a misspelt value; a replication
+#    factor above replicas, etcd settings that contradict it, grants a
+#    replicated cluster's nodes could not pass, a grace period shorter than
+#    the stop).
+# 3. `helm template` with 1 replica, 3 unreplicated, the defaults
+#    (replicationFactor 3 with the chart's etcd), replicationFactor 3 with
+#    an existing etcd, 3 with the ServiceMonitor and PrometheusRule, with
+#    required anti-affinity, with TLS from a Secret and the NetworkPolicy,
+#    and with cert-manager and grants; each rendering is
 #    turned into JSON by helm itself (fromYaml/toJson in a throwaway chart)
 #    and checked with python3's standard library: the StatefulSet, its
-#    Services, volumes, security context, probes, cluster addresses,
-#    ConfigMap, PodDisruptionBudget and monitoring objects, and that the
-#    PrometheusRule holds the groups of deploy/prometheus/dedupd-alerts.yaml.
+#    Services, volumes, security context, probes, preStop hook and grace
+#    period, cluster addresses, ConfigMap (replication_factor,
+#    etcd_endpoints and the cluster name when replicated, none otherwise),
+#    the etcd StatefulSet, Service, PodDisruptionBudget and NetworkPolicy
+#    when the chart deploys etcd, the replica grant and client usage of the
+#    nodes' certificate, PodDisruptionBudget and monitoring objects, and
+#    that the PrometheusRule holds the groups of
+#    deploy/prometheus/dedupd-alerts.yaml (and, with promtool on PATH, that
+#    `promtool check rules` accepts them).
 # 4. docker-entrypoint.sh derives --node_index from the pod name and refuses
 #    what it cannot map.
 # 5. The upgrade guard: against a minimal fake Kubernetes API on loopback
-#    that holds the 3-replica StatefulSet, `helm template --dry-run=server`
-#    (which runs `lookup`) refuses other replicas or shards unless
-#    allowClusterReshape=true.
-# 6. With DEDUPD_BINARY, the rendered ConfigMap and the StatefulSet's
-#    arguments pass `dedupd --check_config` through the entrypoint as pod 2
-#    of 3.
+#    that holds the replicated 3-replica StatefulSet, `helm template
+#    --dry-run=server` (which runs `lookup`) refuses other replicas, shards
+#    or replicationFactor, another etcd.members or dropping the chart's etcd,
+#    unless allowClusterReshape=true; a StatefulSet of a chart before
+#    replication (no recorded factor) counts as factor 1.
+# 6. With DEDUPD_BINARY, the rendered ConfigMaps and StatefulSet arguments
+#    (unreplicated, replicated with the chart's etcd and with an existing
+#    one, with grants) pass `dedupd --check_config` through the entrypoint
+#    as pod 2 of 3. With etcd on PATH (Debian's etcd-server), the chart's
+#    etcd container environment, its addresses moved to loopback, starts a
+#    one-member etcd that reports itself healthy.
 # 7. The `helm test` pod (templates/tests/): a test hook aimed at the client
 #    Service, running dedupctl health and a claim -> complete -> claim round
 #    trip. With both binaries, its script runs against a real dedupd on
@@ -123,10 +139,14 @@ say "helm $("$helm" version --short) ($helm)"
 "$helm" lint --strict "$chart" >"$work/lint.log" 2>&1 ||
   { cat "$work/lint.log" >&2; die "helm lint --strict $chart"; }
 say "ok - helm lint --strict (default values)"
-"$helm" lint --strict "$chart" --set replicas=1 --set serviceMonitor.enabled=true \
-  --set prometheusRule.enabled=true >"$work/lint.log" 2>&1 ||
+"$helm" lint --strict "$chart" --set replicas=1 --set replicationFactor=1 \
+  --set serviceMonitor.enabled=true --set prometheusRule.enabled=true >"$work/lint.log" 2>&1 ||
   { cat "$work/lint.log" >&2; die "helm lint --strict with replicas=1 and monitoring"; }
 say "ok - helm lint --strict (replicas=1, serviceMonitor and prometheusRule enabled)"
+"$helm" lint --strict "$chart" --set "etcd.endpoints[0]=etcd-0.etcd.infra.svc:2379" \
+  >"$work/lint.log" 2>&1 ||
+  { cat "$work/lint.log" >&2; die "helm lint --strict with an existing etcd"; }
+say "ok - helm lint --strict (replicated with an existing etcd)"
 
 # -- 2. Values the chart must refuse, each with the words its error must say.
 refused=0
@@ -145,7 +165,7 @@ refuse() {
   fi
 }
 refuse "replicas: Must be greater than or equal to 1" --set replicas=0
-refuse "must not exceed shards" --set replicas=20 --set shards=16
+refuse "must not exceed shards" --set replicas=20 --set shards=16 --set replicationFactor=1
 refuse "durability must be one of" --set durability=async
 refuse "namespaces.0.name" --set "namespaces[0].name=Bad_Name"
 refuse "helmTest.tlsSecretName" --set tls.enabled=true --set tls.secretName=dedupd-tls
@@ -154,11 +174,34 @@ refuse "tls.certManager.issuerRef.name" --set tls.enabled=true --set tls.certMan
 refuse "auth.tokensSecret: set without auth.grants" --set auth.tokensSecret=dedupd-tokens \
   --set tls.enabled=true --set tls.secretName=dedupd-tls --set helmTest.enabled=false
 refuse "auth.tokensSecret: bearer tokens need tls.enabled" --set auth.tokensSecret=dedupd-tokens \
-  --set "auth.grants[0].identity=a" --set "auth.grants[0].namespaces[0]=payments" \
+  --set replicationFactor=1 --set "auth.grants[0].identity=a" \
+  --set "auth.grants[0].namespaces[0]=payments" \
   --set "auth.grants[0].roles[0]=claim"
 refuse "auth.grants.0.roles.0" --set "auth.grants[0].identity=a" \
   --set "auth.grants[0].namespaces[0]=payments" --set "auth.grants[0].roles[0]=write"
 refuse "Additional property replica is not allowed" --set replica=3
+# Replication.
+refuse "replicationFactor: Must be greater than or equal to 1" --set replicationFactor=0
+refuse "replicationFactor (3) must not exceed replicas (1)" --set replicas=1
+refuse "etcd.endpoints: set with replicationFactor 1" --set replicationFactor=1 \
+  --set "etcd.endpoints[0]=etcd:2379"
+refuse "etcd.deploy: true with replicationFactor 1" --set replicationFactor=1 --set etcd.deploy=true
+refuse "both etcd.endpoints and etcd.deploy=true" --set "etcd.endpoints[0]=etcd:2379" \
+  --set etcd.deploy=true
+refuse "etcd.deploy=false with no etcd.endpoints gives none" --set etcd.deploy=false
+refuse "etcd.endpoints.0: Does not match pattern" --set "etcd.endpoints[0]=http://etcd:2379"
+refuse "etcd.members must be one of" --set etcd.members=2
+refuse "clusterName: Does not match pattern" --set clusterName=Prod_Cluster
+refuse "auth.grants with replicationFactor 3 need tls.enabled" \
+  --set "auth.grants[0].identity=a" --set "auth.grants[0].namespaces[0]=payments" \
+  --set "auth.grants[0].roles[0]=claim"
+refuse "its identity needs a grant" --set tls.enabled=true --set tls.secretName=dedupd-tls \
+  --set helmTest.enabled=false --set "auth.grants[0].identity=a" \
+  --set "auth.grants[0].namespaces[0]=payments" --set "auth.grants[0].roles[0]=claim"
+refuse "terminationGracePeriodSeconds (20) is shorter than what stopping may take, 25s" \
+  --set terminationGracePeriodSeconds=20 --set server.shutdownGrace=10s --set preStopSleepSeconds=10
+refuse "terminationGracePeriodSeconds (12) is shorter than what stopping may take, 15s" \
+  --set terminationGracePeriodSeconds=12 --set replicationFactor=1
 [ "$refused" -eq 0 ] || die "the chart accepts values it must refuse"
 
 # -- 3. Renderings, turned into JSON by helm's own YAML parser.
@@ -186,8 +229,15 @@ cat >"$work/yaml2json/templates/json.yaml" <<'EOF'
 {{- end }}
 {{- end }}
 EOF
-render replicas1 --set replicas=1
-render replicas3 --set replicas=3
+render replicas1 --set replicas=1 --set replicationFactor=1
+render replicas3 --set replicas=3 --set replicationFactor=1
+render replicated
+render replicated-external --set "etcd.endpoints[0]=etcd-0.etcd.infra.svc:2379" \
+  --set "etcd.endpoints[1]=etcd-1.etcd.infra.svc:2379" --set clusterName=payments-dedup \
+  --set leaderLease=6s --set server.shutdownGrace=30s --set preStopSleepSeconds=0
+render etcd-one-member --set etcd.members=1
+render cert-manager-unreplicated --set replicationFactor=1 --set tls.enabled=true \
+  --set tls.certManager.enabled=true --set tls.certManager.issuerRef.name=dedupd-ca
 render monitoring --set replicas=3 --set serviceMonitor.enabled=true \
   --set prometheusRule.enabled=true
 render hard-anti-affinity --set podAntiAffinity.type=hard
@@ -214,6 +264,13 @@ auth:
       roles: [admin]
 EOF2
 render auth-cert-manager --set replicas=3 -f "$work/auth-values.yaml"
+# Grants and a certificate of one's own: the nodes' identity is granted by hand.
+render auth-own-cert --set tls.enabled=true --set tls.secretName=dedupd-tls \
+  --set helmTest.tlsSecretName=dedupd-helm-test-tls \
+  --set "auth.grants[0].identity=spiffe://prod/payments-worker" \
+  --set "auth.grants[0].namespaces[0]=payments" --set "auth.grants[0].roles[0]=claim" \
+  --set "auth.grants[1].identity=spiffe://prod/dedupd" \
+  --set "auth.grants[1].namespaces[0]=*" --set "auth.grants[1].roles[0]=replica"
 if [ -f "$alerts" ]; then
   cp "$alerts" "$work/yaml2json/files/deploy-alerts.yaml"
 else
@@ -233,9 +290,13 @@ chmod +x "$work/print-args"
 import http.server
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
 
 (rendered_path, namespace, entrypoint, print_args, dedupd_binary, work, helm,
  chart, dedupctl_binary) = sys.argv[1:]
@@ -300,8 +361,14 @@ def port_number(container, port):
     return None
 
 
+def dedupd_objects(case):
+    """The objects of a rendering, without the chart's etcd."""
+    return [o for o in docs.get(case, [])
+            if dig(o, "metadata", "labels", "app.kubernetes.io/component") != "etcd"]
+
+
 def check_rendering(case, replicas, monitoring):
-    objects = docs.get(case, [])
+    objects = dedupd_objects(case)
     sts = one(objects, "StatefulSet", case)
     services = of_kind(objects, "Service")
     cm = one(objects, "ConfigMap", case)
@@ -484,7 +551,7 @@ check(dig(tls_mounts, "tls", "mountPath") == "/etc/dedupd-tls" and
 # each port from its own peers only.
 for case in ("replicas1", "replicas3", "monitoring"):
     check(not of_kind(docs.get(case, []), "NetworkPolicy"), f"[{case}] no NetworkPolicy by default")
-policy = one(docs.get("tls-network-policy", []), "NetworkPolicy", "tls-network-policy")
+policy = one(dedupd_objects("tls-network-policy"), "NetworkPolicy", "tls-network-policy")
 check(dig(policy, "spec", "policyTypes") == ["Ingress"] and
       dig(policy, "spec", "podSelector", "matchLabels") ==
       dig(sts_tls, "spec", "selector", "matchLabels"),
@@ -494,11 +561,13 @@ rules = {tuple(p.get("port") for p in r.get("ports", [])): r.get("from")
 check(set(rules) == {(7400,), (7401,), (7402,)},
       "[tls-network-policy] rules for 7400, 7401 and 7402 only", str(list(rules)))
 grpc_from = rules.get((7400,)) or []
-check(len(grpc_from) == 2 and dig(grpc_from, 0, "podSelector", "matchLabels") == {"app": "consumer"}
+check(len(grpc_from) == 3 and dig(grpc_from, 0, "podSelector", "matchLabels") == {"app": "consumer"}
       and "namespaceSelector" not in grpc_from[0] and
-      dig(grpc_from, 1, "podSelector", "matchLabels", "dedupd/component") == "helm-test",
-      "[tls-network-policy] gRPC from the client selector (this namespace) and the helm test pod",
-      str(grpc_from))
+      dig(grpc_from, 1, "podSelector", "matchLabels", "dedupd/component") == "helm-test" and
+      dig(grpc_from, 2, "podSelector", "matchLabels") ==
+      dig(sts_tls, "spec", "selector", "matchLabels"),
+      "[tls-network-policy] gRPC from the client selector (this namespace), the helm test pod "
+      "and, replicated, the other dedupd pods (the Replication service)", str(grpc_from))
 metrics_from = rules.get((7401,)) or []
 check(len(metrics_from) == 1 and
       dig(metrics_from, 0, "podSelector", "matchLabels") == {"app": "prometheus"} and
@@ -516,8 +585,10 @@ for needle in ('tokens_file: "/etc/dedupd-auth/tokens"',
                'identity: "spiffe://prod/payments-worker"', 'namespaces: "coupon-deduct"',
                'namespaces: "payment-callback"', 'identity: "spiffe://prod/ops"',
                'namespaces: "*"', 'roles: "admin"',
-               'identity: "spiffe://dedup/dedupd-helm-test"', 'namespaces: "dedupd-helm-test"'):
-    check(needle in auth_text, f"[auth-cert-manager] ConfigMap auth block has {needle}")
+               'identity: "spiffe://dedup/dedupd-helm-test"', 'namespaces: "dedupd-helm-test"',
+               'grants {\n    identity: "spiffe://dedup/dedupd"\n    namespaces: "*"\n'
+               '    roles: "replica"\n  }'):
+    check(needle in auth_text, f"[auth-cert-manager] ConfigMap auth block has {needle!r}")
 for case in ("replicas1", "replicas3", "tls-network-policy"):
     text = dig(one(docs.get(case, []), "ConfigMap", case), "data", "dedupd.textproto", default="")
     check("auth {" not in text, f"[{case}] no auth block without grants")
@@ -539,9 +610,13 @@ server_cert = certs.get("dedupd-tls", {})
 check(dig(server_cert, "apiVersion") == "cert-manager.io/v1" and
       dig(server_cert, "spec", "secretName") == "dedupd-tls" and
       dig(server_cert, "spec", "issuerRef") ==
-      {"name": "dedupd-ca", "kind": "Issuer", "group": "cert-manager.io"} and
-      dig(server_cert, "spec", "usages") == ["server auth"],
+      {"name": "dedupd-ca", "kind": "Issuer", "group": "cert-manager.io"},
       "[auth-cert-manager] a cert-manager Certificate for the server, into dedupd-tls",
+      str(dig(server_cert, "spec")))
+check(dig(server_cert, "spec", "usages") == ["server auth", "client auth"] and
+      dig(server_cert, "spec", "uris") == ["spiffe://dedup/dedupd"],
+      "[auth-cert-manager] replicated, the server certificate may authenticate the node to its "
+      "peers, as spiffe://dedup/dedupd (its first URI SAN, the identity granted replica)",
       str(dig(server_cert, "spec")))
 check(set(dig(server_cert, "spec", "dnsNames", default=[])) ==
       {"dedupd", "dedupd.dedup.svc", "dedupd.dedup.svc.cluster.local",
@@ -576,6 +651,175 @@ hard = of_kind(docs.get("hard-anti-affinity", []), "StatefulSet")
 check("requiredDuringSchedulingIgnoredDuringExecution" in
       dig(hard, 0, "spec", "template", "spec", "affinity", "podAntiAffinity", default={}),
       "[hard-anti-affinity] podAntiAffinity.type=hard makes it required")
+
+
+# Replication: the ConfigMap's cluster block, the chart's etcd (or none),
+# the preStop hook and the grace period that covers the handoff.
+sts_repl, cm_repl = check_rendering("replicated", 3, False)
+sts_ext, cm_ext = check_rendering("replicated-external", 3, False)
+etcd_name = "dedupd-etcd"
+etcd_domain = f"{etcd_name}.{namespace}.svc.cluster.local"
+deployed_endpoints = [f"{etcd_name}-{i}.{etcd_domain}:2379" for i in range(3)]
+external_endpoints = ["etcd-0.etcd.infra.svc:2379", "etcd-1.etcd.infra.svc:2379"]
+
+
+def cluster_block(cm):
+    """The lines of the ConfigMap's `cluster { ... }` block, or None."""
+    text = dig(cm, "data", "dedupd.textproto", default="")
+    lines = text.split("\n")
+    if "cluster {" not in lines:
+        return None
+    start = lines.index("cluster {")
+    end = lines.index("}", start)
+    return [line.strip() for line in lines[start + 1:end] if not line.strip().startswith("#")]
+
+
+for case, cm, endpoints, name, lease in (
+        ("replicated", cm_repl, deployed_endpoints, "dedupd", None),
+        ("replicated-external", cm_ext, external_endpoints, "payments-dedup", "6s")):
+    expected = (["replication_factor: 3"] + [f'etcd_endpoints: "{e}"' for e in endpoints] +
+                [f'name: "{name}"'] + ([f'leader_lease: "{lease}"'] if lease else []))
+    check(cluster_block(cm) == expected,
+          f"[{case}] ConfigMap has cluster {{ replication_factor: 3, etcd_endpoints "
+          f"{', '.join(endpoints)}, name {name}{', leader_lease ' + lease if lease else ''} }}",
+          f"{cluster_block(cm)} != {expected}")
+for case in ("replicas1", "replicas3", "cert-manager-unreplicated"):
+    objects = docs.get(case, [])
+    check(cluster_block(one(objects, "ConfigMap", case)) is None,
+          f"[{case}] replicationFactor 1: no cluster block, so no replication_factor or etcd")
+    check(not [o for o in objects if dig(o, "metadata", "labels", "app.kubernetes.io/component")
+               == "etcd"], f"[{case}] replicationFactor 1: no etcd objects")
+
+for case, sts, factor in (("replicas3", sts3, "1"), ("replicated", sts_repl, "3")):
+    check(dig(sts, "metadata", "annotations", "dedupd/replication-factor") == factor,
+          f"[{case}] StatefulSet records replication factor {factor} for the upgrade guard")
+
+# The preStop hook is a wait only; the grace period covers it, the handoff
+# (replicated: min(shutdownGrace/2, 5s)), shutdownGrace and 10s to close.
+for case, sleep, grace in (("replicas3", 5, 5 + 10 + 10), ("replicated", 5, 5 + 5 + 10 + 10),
+                           ("replicated-external", 0, 0 + 5 + 30 + 10)):
+    pod = dig(one(dedupd_objects(case), "StatefulSet", case), "spec", "template", "spec",
+              default={})
+    hook = dig(pod, "containers", 0, "lifecycle", "preStop")
+    if sleep:
+        check(hook == {"exec": {"command": ["/bin/sleep", str(sleep)]}},
+              f"[{case}] preStop hook waits {sleep}s before SIGTERM (and does nothing else)",
+              str(hook))
+    else:
+        check(hook is None, f"[{case}] preStopSleepSeconds 0: no preStop hook", str(hook))
+    check(pod.get("terminationGracePeriodSeconds") == grace,
+          f"[{case}] terminationGracePeriodSeconds {grace}",
+          str(pod.get("terminationGracePeriodSeconds")))
+
+# The chart's etcd.
+for case in ("replicated-external", "replicas3"):
+    check(not of_kind(docs.get(case, []), "StatefulSet")[1:],
+          f"[{case}] no etcd StatefulSet (an existing etcd, or none)")
+repl_objects = docs.get("replicated", [])
+etcd_sts = [o for o in of_kind(repl_objects, "StatefulSet")
+            if dig(o, "metadata", "name") == etcd_name]
+etcd = etcd_sts[0] if etcd_sts else {}
+check(len(etcd_sts) == 1, f"[replicated] an etcd StatefulSet {etcd_name}")
+etcd_pod = dig(etcd, "spec", "template", default={})
+etcd_labels = dig(etcd_pod, "metadata", "labels", default={})
+etcd_c = dig(etcd_pod, "spec", "containers", 0, default={})
+etcd_env = {e.get("name"): e.get("value") for e in etcd_c.get("env", [])}
+etcd_services = [o for o in of_kind(repl_objects, "Service")
+                 if dig(o, "metadata", "name") == etcd_name]
+etcd_svc = etcd_services[0] if etcd_services else {}
+check(dig(etcd, "spec", "replicas") == 3 and
+      dig(etcd, "spec", "podManagementPolicy") == "Parallel" and
+      selects(dig(etcd, "spec", "selector", "matchLabels"), etcd_labels),
+      "[replicated] etcd: 3 members, started in parallel (they bootstrap together)")
+check(dig(etcd_svc, "spec", "clusterIP") == "None" and
+      dig(etcd_svc, "spec", "publishNotReadyAddresses") is True and
+      dig(etcd, "spec", "serviceName") == etcd_name and
+      selects(dig(etcd_svc, "spec", "selector"), etcd_labels) and
+      {p.get("port") for p in dig(etcd_svc, "spec", "ports", default=[])} == {2379, 2380},
+      "[replicated] etcd: a headless Service publishing not-ready members, ports 2379 and 2380")
+dedupd_labels = dig(sts_repl, "spec", "template", "metadata", "labels", default={})
+check(not selects(dig(sts_repl, "spec", "selector", "matchLabels"), etcd_labels) and
+      not selects(dig(etcd, "spec", "selector", "matchLabels"), dedupd_labels),
+      "[replicated] the dedupd and etcd selectors do not select each other's pods")
+check(etcd_c.get("image") == "quay.io/coreos/etcd:v3.4.23",
+      "[replicated] etcd image quay.io/coreos/etcd:v3.4.23 by default", etcd_c.get("image"))
+check(dig(etcd_c, "env", 0, "name") == "ETCD_NAME" and
+      dig(etcd_c, "env", 0, "valueFrom", "fieldRef", "fieldPath") == "metadata.name",
+      "[replicated] etcd: each member is named after its pod (ETCD_NAME first, for $(ETCD_NAME))")
+check(etcd_env.get("ETCD_LISTEN_CLIENT_URLS") == "http://0.0.0.0:2379" and
+      etcd_env.get("ETCD_LISTEN_PEER_URLS") == "http://0.0.0.0:2380",
+      "[replicated] etcd binds 0.0.0.0 in the pod")
+members = [f"{etcd_name}-{i}" for i in range(3)]
+check(etcd_env.get("ETCD_INITIAL_CLUSTER") ==
+      ",".join(f"{m}=http://{m}.{etcd_domain}:2380" for m in members) and
+      etcd_env.get("ETCD_INITIAL_ADVERTISE_PEER_URLS") ==
+      f"http://$(ETCD_NAME).{etcd_domain}:2380" and
+      etcd_env.get("ETCD_INITIAL_CLUSTER_STATE") == "new",
+      "[replicated] etcd: initial-cluster names every member by its pod DNS name",
+      str(etcd_env.get("ETCD_INITIAL_CLUSTER")))
+advertised = [etcd_env.get("ETCD_ADVERTISE_CLIENT_URLS", "").replace("$(ETCD_NAME)", m)
+              for m in members]
+check([f"http://{e}" for e in deployed_endpoints] == advertised,
+      "[replicated] dedupd's etcd_endpoints are the members' advertised client URLs",
+      f"{advertised}")
+etcd_claims = dig(etcd, "spec", "volumeClaimTemplates", default=[])
+etcd_mounts = {m.get("name"): m.get("mountPath") for m in etcd_c.get("volumeMounts", [])}
+check(len(etcd_claims) == 1 and
+      etcd_mounts.get(dig(etcd_claims, 0, "metadata", "name")) == "/var/run/etcd" and
+      etcd_env.get("ETCD_DATA_DIR", "").startswith("/var/run/etcd/"),
+      "[replicated] etcd: a PVC per member holding its data directory")
+etcd_sc = etcd_c.get("securityContext", {})
+check(etcd_sc.get("runAsNonRoot") is True and etcd_sc.get("readOnlyRootFilesystem") is True and
+      dig(etcd_pod, "spec", "automountServiceAccountToken") is False and
+      dig(etcd_pod, "spec", "enableServiceLinks") is False,
+      "[replicated] etcd runs non-root, read-only, without token or service link variables")
+check(dig(etcd_c, "readinessProbe", "httpGet", "path") == "/health" and
+      port_number(etcd_c, dig(etcd_c, "readinessProbe", "httpGet", "port")) == 2381 and
+      etcd_env.get("ETCD_LISTEN_METRICS_URLS") == "http://0.0.0.0:2381",
+      "[replicated] etcd readiness is /health on its metrics port 2381")
+etcd_pdbs = [o for o in of_kind(repl_objects, "PodDisruptionBudget")
+             if selects(dig(o, "spec", "selector", "matchLabels"), etcd_labels)]
+check(len(etcd_pdbs) == 1 and dig(etcd_pdbs, 0, "spec", "maxUnavailable") == 1,
+      "[replicated] etcd PodDisruptionBudget: one member at a time")
+check("requiredDuringSchedulingIgnoredDuringExecution" in dig(
+          [o for o in of_kind(docs.get("hard-anti-affinity", []), "StatefulSet")
+           if dig(o, "metadata", "name") == etcd_name], 0, "spec", "template", "spec",
+          "affinity", "podAntiAffinity", default={}),
+      "[hard-anti-affinity] the etcd members' anti-affinity is required too")
+one_member = [o for o in of_kind(docs.get("etcd-one-member", []), "StatefulSet")
+              if dig(o, "metadata", "name") == etcd_name]
+check(dig(one_member, 0, "spec", "replicas") == 1 and
+      cluster_block(one(docs.get("etcd-one-member", []), "ConfigMap", "etcd-one-member"))[1:2] ==
+      [f'etcd_endpoints: "{deployed_endpoints[0]}"'],
+      "[etcd-one-member] etcd.members=1: one member, one endpoint")
+check(not [o for o in of_kind(repl_objects, "NetworkPolicy")],
+      "[replicated] no NetworkPolicy by default, for etcd either")
+etcd_policies = [o for o in of_kind(docs.get("tls-network-policy", []), "NetworkPolicy")
+                 if selects(dig(o, "spec", "podSelector", "matchLabels"), etcd_labels)]
+etcd_rules = {tuple(p.get("port") for p in r.get("ports", [])): r.get("from")
+              for r in dig(etcd_policies, 0, "spec", "ingress", default=[])}
+sts_selector = dig(sts_repl, "spec", "selector", "matchLabels")
+etcd_selector = dig(etcd, "spec", "selector", "matchLabels")
+check(len(etcd_policies) == 1 and
+      [dig(f, "podSelector", "matchLabels") for f in etcd_rules.get((2379,)) or []] ==
+      [sts_selector, etcd_selector] and
+      [dig(f, "podSelector", "matchLabels") for f in etcd_rules.get((2380,)) or []] ==
+      [etcd_selector] and (2381,) in etcd_rules and etcd_rules[(2381,)] is None,
+      "[tls-network-policy] etcd NetworkPolicy: 2379 from dedupd and etcd pods, 2380 from etcd "
+      "pods, 2381 (health) from anywhere", str(etcd_rules))
+
+# The nodes' certificate and grants.
+unreplicated_cert = [o for o in of_kind(docs.get("cert-manager-unreplicated", []), "Certificate")
+                     if dig(o, "metadata", "name") == "dedupd-tls"]
+unreplicated_cert = unreplicated_cert[0] if unreplicated_cert else {}
+check(dig(unreplicated_cert, "spec", "usages") == ["server auth"] and
+      "uris" not in dig(unreplicated_cert, "spec", default={}),
+      "[cert-manager-unreplicated] replicationFactor 1: a server-only certificate, as before")
+own_text = dig(one(docs.get("auth-own-cert", []), "ConfigMap", "auth-own-cert"), "data",
+               "dedupd.textproto", default="")
+check('identity: "spiffe://prod/dedupd"' in own_text and 'roles: "replica"' in own_text and
+      own_text.count("grants {") == 2,
+      "[auth-own-cert] a certificate of one's own: the replica grant given in values, none added")
 
 
 def run_entrypoint(env, args, binary=print_args):
@@ -639,19 +883,26 @@ class FakeKubeApi(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def check_upgrade_guard():
-    """An installed 3-node cluster: upgrades must keep replicas and shards."""
-    installed = json.loads(json.dumps(sts3))
-    installed["metadata"]["namespace"] = namespace
-    name = installed["metadata"]["name"]
+def check_upgrade_guard(installed, case, sets, refusals):
+    """An installed 3-node cluster: upgrades must keep its shape.
+
+    `installed` are the StatefulSets the fake API holds, dedupd's first,
+    `sets` the values that keep its shape, `refusals` (value, words of the
+    error) changes that must be refused."""
     FakeKubeApi.objects = {
         "/apis/apps/v1": {
             "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps/v1",
             "resources": [{"name": "statefulsets", "singularName": "statefulset",
                            "namespaced": True, "kind": "StatefulSet",
                            "verbs": ["get", "list"]}]},
-        f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}": installed,
     }
+    for obj in installed:
+        obj = json.loads(json.dumps(obj))
+        obj["metadata"]["namespace"] = namespace
+        path = f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{obj['metadata']['name']}"
+        FakeKubeApi.objects[path] = obj
+    name = installed[0]["metadata"]["name"]
+    FakeKubeApi.requests = []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeKubeApi)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     kubeconfig = os.path.join(work, "kubeconfig")
@@ -665,63 +916,175 @@ current-context: fake
 """)
     env = dict(os.environ, KUBECONFIG=kubeconfig)
 
-    def upgrade(*sets):
+    def upgrade(*changes):
         args = [helm, "template", name, chart, "--namespace", namespace, "--dry-run=server"]
-        for s in sets:
+        for s in sets + list(changes):
             args += ["--set", s]
         return subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
 
     try:
         r = upgrade()
         check(r.returncode == 0 and "kind: StatefulSet" in r.stdout,
-              "upgrade guard: the installed cluster's own shape renders", r.stderr.strip())
+              f"upgrade guard [{case}]: the installed cluster's own shape renders",
+              r.stderr.strip())
         check(f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}" in
-              FakeKubeApi.requests, "upgrade guard: the chart looked the StatefulSet up")
-        r = upgrade("replicas=4")
-        check(r.returncode != 0 and "the installed cluster has 3 nodes" in r.stderr,
-              "upgrade guard: replicas 3 -> 4 of an installed cluster is refused",
-              (r.stdout + r.stderr).strip()[:300])
-        r = upgrade("shards=32")
-        check(r.returncode != 0 and "the installed cluster has 16 shards" in r.stderr,
-              "upgrade guard: shards 16 -> 32 of an installed cluster is refused",
-              (r.stdout + r.stderr).strip()[:300])
-        r = upgrade("replicas=4", "allowClusterReshape=true")
-        check(r.returncode == 0, "upgrade guard: allowClusterReshape=true lets it through",
+              FakeKubeApi.requests, f"upgrade guard [{case}]: the chart looked the StatefulSet up")
+        for change, words in refusals:
+            r = upgrade(change)
+            check(r.returncode != 0 and words in r.stderr,
+                  f"upgrade guard [{case}]: {change} of an installed cluster is refused ({words})",
+                  (r.stdout + r.stderr).strip()[:300])
+        r = upgrade(refusals[0][0], "allowClusterReshape=true")
+        check(r.returncode == 0,
+              f"upgrade guard [{case}]: allowClusterReshape=true lets {refusals[0][0]} through",
               r.stderr.strip())
     finally:
         server.shutdown()
         server.server_close()
 
 
-check_upgrade_guard()
+check_upgrade_guard([sts_repl, etcd], "replicated", [], [
+    ("replicas=4", "the installed cluster has 3 nodes"),
+    ("shards=32", "the installed cluster has 16 shards"),
+    ("replicationFactor=1", "the installed cluster has replication factor 3"),
+    ("replicationFactor=2", "the installed cluster has replication factor 3"),
+    ("etcd.members=5", "the installed etcd has 3 members"),
+    ("etcd.endpoints[0]=etcd:2379", "this upgrade would delete it")])
+check_upgrade_guard([sts3], "unreplicated", ["replicationFactor=1"], [
+    ("replicas=4", "the installed cluster has 3 nodes"),
+    ("replicationFactor=3", "the installed cluster has replication factor 1")])
+# A release of the chart before replication: no replication factor recorded.
+before = json.loads(json.dumps(sts3))
+del before["metadata"]["annotations"]["dedupd/replication-factor"]
+check_upgrade_guard([before], "before replication", ["replicationFactor=1"], [
+    ("replicationFactor=3", "the installed cluster has replication factor 1"),
+    ("replicas=2", "the installed cluster has 3 nodes")])
+
+
+def check_config(case, sts, cm, expect):
+    """Runs the rendering's ConfigMap and arguments through dedupd --check_config."""
+    config = os.path.join(work, f"{case}.textproto")
+    with open(config, "w") as f:
+        f.write(dig(cm, "data", "dedupd.textproto", default=""))
+    pod_name = dig(sts, "metadata", "name", default="dedupd") + "-2"
+    args = dig(sts, "spec", "template", "spec", "containers", 0, "args", default=[])
+    args = [a if not a.startswith("--config=") else f"--config={config}" for a in args]
+    r = run_entrypoint({"POD_NAME": pod_name}, args + ["--check_config"], binary=dedupd_binary)
+    missing = [e for e in expect if e not in r.stdout]
+    check(r.returncode == 0 and "configuration OK" in r.stdout and not missing,
+          f"[{case}] dedupd --check_config accepts the rendered ConfigMap and arguments as pod "
+          f"{pod_name}" + (f" ({', '.join(expect)})" if expect else ""),
+          (r.stdout + r.stderr).strip() + (f"; missing {missing}" if missing else ""))
+    if r.returncode == 0:
+        print(f"check_helm:   {r.stdout.strip()}")
+
 
 if dedupd_binary:
     if not os.access(dedupd_binary, os.X_OK):
         check(False, f"dedupd binary {dedupd_binary} is executable")
     else:
-        config = os.path.join(work, "dedupd.textproto")
-        with open(config, "w") as f:
-            f.write(dig(cm3, "data", "dedupd.textproto", default=""))
-        pod_name = dig(sts3, "metadata", "name", default="dedupd") + "-2"
-        args = dig(sts3, "spec", "template", "spec", "containers", 0, "args", default=[])
-        args = [a if not a.startswith("--config=") else f"--config={config}" for a in args]
-        r = run_entrypoint({"POD_NAME": pod_name}, args + ["--check_config"],
-                           binary=dedupd_binary)
-        check(r.returncode == 0 and "configuration OK" in r.stdout,
-              f"dedupd --check_config accepts the rendered ConfigMap and StatefulSet "
-              f"arguments as pod {pod_name}", (r.stdout + r.stderr).strip())
-        if r.returncode == 0:
-            print(f"check_helm:   {r.stdout.strip()}")
-        with open(config, "w") as f:
-            f.write(auth_text)
-        args = dig(sts_auth, "spec", "template", "spec", "containers", 0, "args", default=[])
-        args = [a if not a.startswith("--config=") else f"--config={config}" for a in args]
-        r = run_entrypoint({"POD_NAME": pod_name}, args + ["--check_config"],
-                           binary=dedupd_binary)
-        check(r.returncode == 0 and "auth=3-grants" in r.stdout,
-              "dedupd --check_config accepts the rendered grants of auth-cert-manager",
-              (r.stdout + r.stderr).strip())
+        check_config("replicas3", sts3, cm3, ["cluster=node 2 of 3"])
+        check_config("replicated", sts_repl, cm_repl,
+                     ["cluster=node 2 of 3 replication_factor=3 etcd=" +
+                      ",".join(deployed_endpoints) + " cluster_name=dedupd"])
+        check_config("replicated-external", sts_ext, cm_ext,
+                     ["replication_factor=3 etcd=" + ",".join(external_endpoints) +
+                      " cluster_name=payments-dedup"])
+        check_config("auth-cert-manager", sts_auth, cm_auth,
+                     ["grpc_transport=mtls", "auth=4-grants", "replication_factor=3"])
+        check_config("auth-own-cert", *(
+            [o for o in of_kind(docs.get("auth-own-cert", []), kind)
+             if dig(o, "metadata", "name") == "dedupd"][0]
+            for kind in ("StatefulSet", "ConfigMap")), ["auth=2-grants", "replication_factor=3"])
 
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def check_etcd_starts():
+    """The one-member etcd's environment, moved to loopback, runs Debian's etcd."""
+    etcd_binary = shutil.which("etcd")
+    if not etcd_binary:
+        print("check_helm: note: etcd is not on PATH (Debian: etcd-server); the chart's etcd "
+              "environment was not started")
+        return
+    objects = docs.get("etcd-one-member", [])
+    member = [o for o in of_kind(objects, "StatefulSet") if dig(o, "metadata", "name") == etcd_name]
+    container = dig(member, 0, "spec", "template", "spec", "containers", 0, default={})
+    ports = {2379: free_port(), 2380: free_port(), 2381: free_port()}
+    pod = f"{etcd_name}-0"
+    host = f"{pod}.{etcd_domain}"
+    data = os.path.join(work, "etcd-data")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD")}
+    for e in container.get("env", []):
+        value = e.get("value")
+        if value is None:
+            value = pod if dig(e, "valueFrom", "fieldRef", "fieldPath") == "metadata.name" else ""
+        value = value.replace("$(ETCD_NAME)", env.get("ETCD_NAME", ""))
+        value = value.replace(host, "127.0.0.1").replace("0.0.0.0", "127.0.0.1")
+        for port, free in ports.items():
+            value = value.replace(f":{port}", f":{free}")
+        if value.startswith("/var/run/etcd/"):
+            value = os.path.join(data, os.path.relpath(value, "/var/run/etcd"))
+        env[e["name"]] = value
+    command = container.get("command", [])
+    log = open(os.path.join(work, "etcd.log"), "w")
+    proc = subprocess.Popen([etcd_binary] + command[1:], env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    health = ""
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ports[2381]}/health",
+                                            timeout=2) as response:
+                    health = response.read().decode()
+                if '"true"' in health:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+    with open(os.path.join(work, "etcd.log")) as f:
+        text = f.read()
+    unknown = [line for line in text.splitlines() if "unrecognized environment variable" in line]
+    version = subprocess.run([etcd_binary, "--version"], capture_output=True,
+                             text=True).stdout.split("\n")[0]
+    check('"health":"true"' in health and not unknown and
+          os.path.isdir(env.get("ETCD_DATA_DIR", "")),
+          f"[etcd-one-member] the chart's etcd environment starts etcd ({version}), which "
+          "reports itself healthy on the metrics port",
+          f"health {health!r}, unrecognized {unknown}; log:\n" + text[-2000:])
+
+
+check_etcd_starts()
+
+
+def check_alerts_with_promtool():
+    """promtool accepts the PrometheusRule's groups, when it is installed."""
+    promtool = shutil.which("promtool")
+    rules = of_kind(docs.get("monitoring", []), "PrometheusRule")
+    if not promtool:
+        print("check_helm: note: promtool is not on PATH (Debian: prometheus); the "
+              "PrometheusRule's groups were not checked by it")
+        return
+    path = os.path.join(work, "prometheusrule-groups.yaml")
+    with open(path, "w") as f:
+        json.dump({"groups": dig(rules, 0, "spec", "groups", default=[])}, f)  # JSON is YAML.
+    r = subprocess.run([promtool, "check", "rules", path], capture_output=True, text=True,
+                       timeout=60)
+    check(r.returncode == 0,
+          "[monitoring] promtool check rules accepts the PrometheusRule's groups",
+          (r.stdout + r.stderr).strip())
+
+
+check_alerts_with_promtool()
 
 
 def check_helm_test(case):

@@ -9,6 +9,12 @@
    come from its `# TYPE` lines (a histogram is name_bucket, name_sum and
    name_count), their label names and values from the samples. /healthz and
    /readyz must answer 200, and SIGTERM must end the process with exit 0.
+   The replication metrics (dedup_replication_*) exist only on a
+   replicated node: with etcd on PATH (Debian package etcd-server), a
+   one-member etcd and two dedupd nodes with replication_factor 2 are
+   started on loopback, and both nodes' /metrics are read once each leads a
+   shard; without etcd, expressions on dedup_replication_* are not checked
+   against the binary, with a note.
 2. Every PromQL expression in deploy/grafana/dedupd-dashboard.json (panel
    targets and template variable queries) and deploy/prometheus/dedupd-alerts.yaml
    may use only those metrics (plus Prometheus' `up` and blackbox_exporter's
@@ -72,6 +78,21 @@ REQUIRED_ALERT_METRICS = {
     "dedup_storage_volume_free_bytes": "the data volume filling",
     "dedup_poisoned_total": "poisoned keys",
     "dedup_ready": "readiness",
+    "dedup_replication_without_leader_seconds": "a shard without a leader",
+    "dedup_replication_live_replicas": "a shard with fewer live replicas than a majority",
+    "dedup_replication_lag_entries": "replication lag",
+}
+# Exported only by a node of a replicated cluster.
+REPLICATION_PREFIX = "dedup_replication_"
+# The replication metrics a replicated node must export, with their labels.
+REQUIRED_REPLICATION = {
+    "dedup_replication_factor": set(),
+    "dedup_replication_leader": {"shard"},
+    "dedup_replication_epoch": {"shard"},
+    "dedup_replication_without_leader_seconds": {"shard"},
+    "dedup_replication_live_replicas": {"shard"},
+    "dedup_replication_lag_entries": {"shard", "follower"},
+    "dedup_replication_learner": {"shard"},
 }
 # What stock dashboards and alerts expect of any exporter, and the
 # readiness and capacity series operators alert on: dedupd must export each.
@@ -114,6 +135,9 @@ GRAFANA_VAR_RE = re.compile(r"\$\{[^}]*\}|\$\w+")
 DURATION_RE = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 
 problems = []
+# Set when no replicated cluster could be started: dedup_replication_*
+# names are then taken on trust.
+unchecked_prefixes = set()
 
 
 def problem(message):
@@ -312,6 +336,107 @@ def exported_metrics(binary):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def wait_for_port(port, proc, seconds):
+    """True once something accepts on 127.0.0.1:port, False if proc exits first."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.1)
+    return False
+
+
+def replicated_metrics(binary):
+    """{series name: {label: values}} of two replicated nodes, or None.
+
+    Starts a one-member etcd and two dedupd nodes (replication_factor 2,
+    4 shards) on loopback and reads both nodes' /metrics once each has
+    elected leaders and knows its follower, so that the leader-only series
+    (live replicas, lag) exist. None, with a note, when etcd is missing.
+    """
+    etcd_binary = shutil.which("etcd")
+    if etcd_binary is None:
+        note("etcd not found (Debian package etcd-server): no replicated cluster started, so "
+             "expressions on dedup_replication_* were not checked against the binary")
+        return None
+    tmp = tempfile.mkdtemp(prefix="dedup-replication-")
+    procs = []
+    try:
+        client, peer = free_port(), free_port()
+        etcd_log = os.path.join(tmp, "etcd.log")
+        with open(etcd_log, "w") as log:
+            etcd = subprocess.Popen(
+                [etcd_binary, "--name", "monitoring", "--data-dir", os.path.join(tmp, "etcd"),
+                 "--listen-client-urls", "http://127.0.0.1:%d" % client,
+                 "--advertise-client-urls", "http://127.0.0.1:%d" % client,
+                 "--listen-peer-urls", "http://127.0.0.1:%d" % peer,
+                 "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % peer,
+                 "--initial-cluster", "monitoring=http://127.0.0.1:%d" % peer],
+                stdout=log, stderr=subprocess.STDOUT)
+        procs.append((etcd, etcd_log))
+        if not wait_for_port(client, etcd, 15):
+            problem("etcd did not listen within 15s; log:\n%s" % read_log_tail(etcd_log))
+            return None
+        config = os.path.join(tmp, "dedupd.textproto")
+        with open(config, "w") as f:
+            f.write('shards: 4\nstats_interval: "100ms"\n')
+        grpc_ports = [free_port(), free_port()]
+        metrics_ports = [free_port(), free_port()]
+        nodes = ",".join("127.0.0.1:%d" % p for p in grpc_ports)
+        for i in range(2):
+            log_path = os.path.join(tmp, "node-%d.log" % i)
+            with open(log_path, "w") as log:
+                proc = subprocess.Popen(
+                    [binary, "--config=" + config, "--listen=127.0.0.1:%d" % grpc_ports[i],
+                     "--metrics_listen=127.0.0.1:%d" % metrics_ports[i],
+                     "--data_dir=" + os.path.join(tmp, "node-%d" % i), "--durability=buffered",
+                     "--cluster_nodes=" + nodes, "--node_index=%d" % i,
+                     "--replication_factor=2", "--etcd_endpoints=127.0.0.1:%d" % client,
+                     "--cluster_name=monitoring", "--leader_lease=2s"],
+                    stdout=log, stderr=subprocess.STDOUT)
+            procs.append((proc, log_path))
+        deadline = time.monotonic() + 60
+        while True:
+            merged = {}
+            for port in metrics_ports:
+                status, text = http_get("http://127.0.0.1:%d/metrics" % port)
+                if status != 200:
+                    continue
+                for name, labels in parse_exposition(text)[1].items():
+                    for label, values in labels.items():
+                        merged.setdefault(name, {}).setdefault(label, set()).update(values)
+                    merged.setdefault(name, {})
+            missing = [n for n, labels in REQUIRED_REPLICATION.items()
+                       if n not in merged or not labels <= set(merged[n])]
+            if not missing or time.monotonic() > deadline:
+                break
+            for proc, log_path in procs[1:]:
+                if proc.poll() is not None:
+                    problem("a replicated dedupd node exited with %s; log:\n%s"
+                            % (proc.returncode, read_log_tail(log_path)))
+                    return None
+            time.sleep(0.2)
+        for name in missing:
+            problem("a replicated node does not export %s with labels %s within 60s; logs:\n%s"
+                    % (name, ", ".join(sorted(REQUIRED_REPLICATION[name])) or "none",
+                       "\n".join(read_log_tail(log, 10) for _, log in procs[1:])))
+        print("replicated nodes export %d dedup_replication_* series names"
+              % len([n for n in merged if n.startswith(REPLICATION_PREFIX)]), flush=True)
+        return {n: labels for n, labels in merged.items() if n.startswith(REPLICATION_PREFIX)}
+    finally:
+        # Both nodes stop together (each hands its shards over on SIGTERM),
+        # then etcd.
+        for proc, _ in reversed(procs[1:]):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc, log_path in reversed(procs[1:]):
+            stop(proc, log_path)
+        for proc, log_path in procs[:1]:
+            stop(proc, log_path, quiet=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 # --------------------------------------------------------------------- PromQL
 
 
@@ -377,6 +502,9 @@ def check_expr(where, expr, exported, used):
         if name is None or name in unknown:
             continue
         used.add(name)
+        if name not in exported and any(name.startswith(p) for p in unchecked_prefixes):
+            all_known = False  # Its labels are unknown too.
+            continue
         if name in exported:
             known = set(exported[name]) | TARGET_LABELS
         elif name in EXTERNAL_METRICS:
@@ -650,6 +778,11 @@ def main():
         problem("dedupd does not export %s" % name)
     if "namespace" not in exported.get("dedup_request_duration_seconds_bucket", {}):
         problem("dedup_request_duration_seconds has no namespace label")
+    replication = replicated_metrics(os.path.abspath(args.dedupd))
+    if replication is None:
+        unchecked_prefixes.add(REPLICATION_PREFIX)
+    else:
+        exported.update(replication)
     used, dashboard_queries = set(), []
     check_dashboard(os.path.join(args.deploy, "grafana", "dedupd-dashboard.json"),
                     exported, used, dashboard_queries)

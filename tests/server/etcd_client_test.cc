@@ -11,14 +11,15 @@
 
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/common/etcd_process.h"
 #include "tests/common/temp_dir.h"
-#include "tests/server/etcd_process.h"
 #include "tests/server/test_certs.h"
 
 namespace dedup::server::cluster {
 namespace {
 
-using ::dedup::server::test::EtcdProcess;
+using ::dedup::test::EtcdProcess;
+using ::dedup::test::EtcdTlsFiles;
 using ::dedup::test::TempDir;
 
 class EtcdClientTest : public ::testing::Test {
@@ -211,8 +212,8 @@ TEST(EtcdClientOptionsTest, ConnectNeedsEndpointsAndAPositiveTimeout) {
 TEST(EtcdClientTlsTest, TheClientSpeaksMutualTlsAndEtcdRefusesACallerWithoutACertificate) {
   test::TestCerts certs;
   TempDir dir;
-  const test::EtcdTlsFiles tls{certs.Pem("ca"), certs.Pem("server"), certs.Key("server"),
-                               certs.Pem("client"), certs.Key("client")};
+  const EtcdTlsFiles tls{certs.Pem("ca"), certs.Pem("server"), certs.Key("server"),
+                         certs.Pem("client"), certs.Key("client")};
   auto etcd = EtcdProcess::Start(dir.path(), &tls);
   ASSERT_TRUE(etcd.ok()) << etcd.status();
 

@@ -161,7 +161,7 @@ TEST(ServerSettingsTest, AuthIsOffWithoutGrantsAndEachGrantIsChecked) {
        "auth.grants[0].namespaces[0]"},
       {"auth { grants { identity: 'a' namespaces: '*' } }", "auth.grants[0].roles: name at"},
       {"auth { grants { identity: 'a' namespaces: '*' roles: 'write' } }",
-       "auth.grants[0].roles[0]: must be \"claim\" or \"admin\", got \"write\""},
+       "auth.grants[0].roles[0]: must be \"claim\", \"admin\" or \"replica\", got \"write\""},
       {"auth { tokens_file: 'tokens' }", "auth.tokens_file: set without auth.grants"},
       {"listen: '0.0.0.0:7400' insecure: true auth { tokens_file: 'tokens' grants { identity: "
        "'a' namespaces: '*' roles: 'claim' } }",
