@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # A dedupd cluster on this machine, for trying routing and failure by hand:
 # N nodes on 127.0.0.1, ports BASE..BASE+N-1 (metrics on BASE+100..), one
-# data directory each under DIR, all with the same config.
+# data directory each under DIR, all with the same config. With -r R (R
+# above 1) every shard has R replicas and leadership lives in an etcd this
+# script starts too, on 127.0.0.1 ports BASE+200 (clients) and BASE+201.
 #
-#   deploy/local-cluster.sh start [-n 3] [-p 7410] [-d ./cluster-data] [-c config.textproto]
-#   deploy/local-cluster.sh stop-node I     # SIGTERM one node (its keys become unavailable)
+#   deploy/local-cluster.sh start [-n 3] [-p 7410] [-d ./cluster-data] [-c config.textproto] [-r 3]
+#   deploy/local-cluster.sh stop-node I     # SIGTERM one node (static: its keys become
+#                                           # unavailable; replicated: it hands its shards over)
+#   deploy/local-cluster.sh kill-node I     # SIGKILL one node
 #   deploy/local-cluster.sh start-node I    # bring it back on its data directory
 #   deploy/local-cluster.sh status | stop
 #
@@ -13,19 +17,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-nodes=3 base=7410 dir=./cluster-data config=""
+nodes=3 base=7410 dir=./cluster-data config="" replication=1
 dedupd="${DEDUPD_BINARY:-${DEDUP_BUILD_DIR:-build}/server/dedupd}"
 command="${1:-}"
 [ $# -gt 0 ] && shift
 node_arg=""
-if [ "$command" = "stop-node" ] || [ "$command" = "start-node" ]; then
+if [ "$command" = "stop-node" ] || [ "$command" = "start-node" ] || [ "$command" = "kill-node" ]; then
   node_arg="${1:?usage: $0 $command NODE_INDEX}"
   shift
 fi
-while getopts "n:p:d:c:" opt; do
+while getopts "n:p:d:c:r:" opt; do
   case "$opt" in
     n) nodes="$OPTARG" ;; p) base="$OPTARG" ;; d) dir="$OPTARG" ;; c) config="$OPTARG" ;;
-    *) sed -n '2,13p' "$0"; exit 2 ;;
+    r) replication="$OPTARG" ;;
+    *) sed -n '2,17p' "$0"; exit 2 ;;
   esac
 done
 state="$dir/cluster.env"
@@ -49,6 +54,9 @@ start_node() {
   local args=(--listen="127.0.0.1:$((base + i))" --metrics_listen="127.0.0.1:$((base + 100 + i))"
               --data_dir="$dir/node-$i" --cluster_nodes="$(node_list)" --node_index="$i")
   [ -n "$config" ] && args+=(--config="$config")
+  if [ "$replication" -gt 1 ]; then
+    args+=(--replication_factor="$replication" --etcd_endpoints="127.0.0.1:$((base + 200))")
+  fi
   "$dedupd" "${args[@]}" >>"$dir/node-$i.log" 2>&1 &
   echo $! >"$pidfile"
   # Up when it answers health; a node that exits early shows its log.
@@ -81,16 +89,51 @@ stop_node() {
   rm -f "$pidfile"
 }
 
+start_etcd() {
+  local pidfile="$dir/etcd.pid"
+  if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then return; fi
+  command -v etcd >/dev/null || { echo "no etcd: run deploy/install-deps.sh first" >&2; exit 1; }
+  local client="http://127.0.0.1:$((base + 200))" peer="http://127.0.0.1:$((base + 201))"
+  etcd --name local --data-dir "$dir/etcd" --listen-client-urls "$client" \
+    --advertise-client-urls "$client" --listen-peer-urls "$peer" \
+    --initial-advertise-peer-urls "$peer" --initial-cluster "local=$peer" \
+    >>"$dir/etcd.log" 2>&1 &
+  echo $! >"$pidfile"
+  for _ in $(seq 1 100); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$((base + 200))") 2>/dev/null; then
+      echo "etcd: pid $(cat "$pidfile"), 127.0.0.1:$((base + 200)), data $dir/etcd"
+      return
+    fi
+    sleep 0.1
+  done
+  echo "etcd did not start listening in 10 s; its log: $dir/etcd.log" >&2
+  exit 1
+}
+
+stop_etcd() {
+  local pidfile="$dir/etcd.pid"
+  [ -f "$pidfile" ] || return 0
+  kill -TERM "$(cat "$pidfile")" 2>/dev/null && echo "etcd stopped"
+  rm -f "$pidfile"
+}
+
 case "$command" in
   start)
     [ -x "$dedupd" ] || { echo "no dedupd at $dedupd: run deploy/build.sh first" >&2; exit 1; }
     mkdir -p "$dir"
     config="${config:+$(realpath "$config")}"
-    printf 'nodes=%q base=%q config=%q\n' "$nodes" "$base" "$config" >"$state"
+    printf 'nodes=%q base=%q config=%q replication=%q\n' "$nodes" "$base" "$config" \
+      "$replication" >"$state"
+    [ "$replication" -gt 1 ] && start_etcd
     for ((i = 0; i < nodes; i++)); do start_node "$i"; done
     echo "endpoint: $(node_list)"
     ;;
   stop-node) stop_node "$node_arg" ;;
+  kill-node)
+    pidfile="$dir/node-$node_arg.pid"
+    [ -f "$pidfile" ] && kill -KILL "$(cat "$pidfile")" 2>/dev/null && echo "node $node_arg killed"
+    rm -f "$pidfile"
+    ;;
   start-node) start_node "$node_arg" ;;
   status)
     for ((i = 0; i < nodes; i++)); do
@@ -102,6 +145,9 @@ case "$command" in
       fi
     done
     ;;
-  stop) for ((i = 0; i < nodes; i++)); do stop_node "$i"; done ;;
-  *) sed -n '2,13p' "$0"; exit 2 ;;
+  stop)
+    for ((i = 0; i < nodes; i++)); do stop_node "$i"; done
+    stop_etcd
+    ;;
+  *) sed -n '2,17p' "$0"; exit 2 ;;
 esac
