@@ -1,7 +1,8 @@
 #include "server/cluster/replicator.h"
 
+#include <time.h>
+
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <random>
 #include <utility>
@@ -33,10 +34,13 @@ constexpr uint64_t kLogRetention = 500'000;
 // Logs are trimmed in steps of at least this many entries.
 constexpr uint64_t kTrimStep = 1024;
 
+// Nanoseconds on CLOCK_BOOTTIME: monotonic like the steady clock, and it
+// keeps counting while the host is suspended, as etcd's clock does. A
+// leader whose host slept through its lease then sees the lease as ended.
 int64_t SteadyNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  timespec now;
+  clock_gettime(CLOCK_BOOTTIME, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
 LogPosition FromProto(const rv1::Position& p) { return {p.epoch(), p.seq()}; }

@@ -21,7 +21,7 @@
 // most advanced log among them, and wins an etcd transaction on shards/<s>
 // (§3). A promise fences every older leader: it can no longer gather a
 // majority of acknowledgements. Reads are answered only while the leader's
-// own reckoning of its lease, counted on the steady clock from the last
+// own reckoning of its lease, counted on CLOCK_BOOTTIME from the last
 // keep-alive etcd answered, has not run out: it runs out before etcd can
 // end the lease anywhere else.
 //
