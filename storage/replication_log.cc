@@ -57,6 +57,24 @@ std::string EncodePosition(LogPosition position) {
   return value;
 }
 
+// Reads of one shard's entries stop at the shard's end: without a bound an
+// iterator past the last entry walks every trimmed (range-deleted) entry
+// of the shards after it, which a profile showed costing most of a
+// replicated leader's CPU.
+struct EntryRange {
+  explicit EntryRange(uint32_t shard)
+      : lower_key(EntryKey(shard, 0)), upper_key(EntryKey(shard, UINT64_MAX)) {
+    options.iterate_lower_bound = &lower;
+    options.iterate_upper_bound = &upper;
+  }
+  EntryRange(const EntryRange&) = delete;
+  EntryRange& operator=(const EntryRange&) = delete;
+
+  const std::string lower_key, upper_key;
+  const rocksdb::Slice lower{lower_key}, upper{upper_key};
+  rocksdb::ReadOptions options;
+};
+
 rocksdb::WriteOptions WriteFor(Durability durability) {
   rocksdb::WriteOptions options;
   options.sync = durability == Durability::kFsync;
@@ -132,11 +150,12 @@ absl::Status ReplicationLog::Load(uint32_t shard, ShardLog* log) {
   log->last = log->applied;
   log->first_seq = log->applied.seq + 1;
   const std::string prefix = ShardKey(kEntryTag, shard);
-  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), dir_->log()));
+  const EntryRange range(shard);
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(range.options, dir_->log()));
   it->Seek(EntryKey(shard, 0));
   if (it->Valid() && it->key().starts_with(prefix)) {
     log->first_seq = GetBigEndian(View(it->key()).substr(5), 8);
-    it->SeekForPrev(EntryKey(shard, UINT64_MAX));
+    it->SeekToLast();  // The last key below the range's upper bound.
     const absl::string_view entry = View(it->value());
     if (entry.size() < 9 || static_cast<uint8_t>(entry[0]) != kEntryVersion) {
       return absl::DataLossError(absl::StrCat("shard ", shard, ": the last log entry is corrupt"));
@@ -345,8 +364,8 @@ absl::StatusOr<std::vector<LogEntry>> ReplicationLog::Read(uint32_t shard, uint6
   const std::string prefix = ShardKey(kEntryTag, shard);
   std::vector<LogEntry> entries;
   size_t bytes = 0;
-  std::unique_ptr<rocksdb::Iterator> it(
-      dir_->db()->NewIterator(rocksdb::ReadOptions(), dir_->log()));
+  const EntryRange range(shard);
+  std::unique_ptr<rocksdb::Iterator> it(dir_->db()->NewIterator(range.options, dir_->log()));
   for (it->Seek(EntryKey(shard, from_seq)); it->Valid() && it->key().starts_with(prefix);
        it->Next()) {
     const absl::string_view value = View(it->value());
