@@ -93,6 +93,9 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
     server->scan_pool_->Shutdown();
     return credentials.status();
   }
+  // gRPC binds with SO_REUSEPORT by default, which lets a second dedupd
+  // start on a port already served and take half of its connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(settings.listen, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   if (server->replication_service_ != nullptr) {

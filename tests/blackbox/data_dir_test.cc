@@ -61,6 +61,30 @@ TEST(DataDirTest, SecondServerOnADataDirInUseExitsOneSayingSoAndFirstKeepsServin
   EXPECT_EQ(*stopped, ExitStatus::Exited(0)) << (*first)->process().Output();
 }
 
+// Two servers must never share a port: clients would be spread over both
+// data directories, and a key would be "new" on each of them.
+TEST(DataDirTest, SecondServerOnAPortInUseExitsOneSayingSoAndFirstKeepsServing) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<ServingDedupd>> first =
+      ServingDedupd::Start(dir.path(), dir.Sub("first-data"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string port = std::to_string((*first)->port());
+
+  absl::StatusOr<FinishedRun> second =
+      RunToExit({"--listen=127.0.0.1:" + port, "--metrics_listen=off",
+                 "--port_file=" + dir.Sub("second-port"), "--data_dir=" + dir.Sub("second-data")},
+                dir.Sub("second.log"), kExitTimeout);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->status, ExitStatus::Exited(1)) << second->output;
+  EXPECT_TRUE(absl::StrContains(second->output, "cannot listen on 127.0.0.1:" + port))
+      << second->output;
+
+  EXPECT_EQ(ClaimAndComplete((*first)->client(), "order-1", "shipped"), "");
+  absl::StatusOr<ExitStatus> stopped = (*first)->process().Terminate(kShutdownTimeout);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(*stopped, ExitStatus::Exited(0)) << (*first)->process().Output();
+}
+
 TEST(DataDirTest, RestartWithAnotherShardCountExitsOneNamingBothCounts) {
   TempDir dir;
   const std::string data_dir = dir.Sub("data");
