@@ -117,6 +117,40 @@ class ClientSession final : public Session {
   const Requests requests_;
 };
 
+// Through the client library's callback API: each slot is an owner of its
+// own, as each caller is in ClientSession, and a claim's Complete is sent
+// from the claim's callback.
+class ClientAsyncSession final : public AsyncSession {
+ public:
+  ClientAsyncSession(Client* client, const Workload& workload, int slots) : client_(client) {
+    requests_.reserve(slots);
+    for (int slot = 0; slot < slots; ++slot) requests_.emplace_back(workload, slot);
+  }
+
+  void Claim(int slot, const std::string& key, ClaimDone done) override {
+    const Requests* requests = &requests_[slot];
+    auto claimed = [client = client_, requests, key,
+                    done = std::move(done)](absl::StatusOr<v1::ClaimResponse> response) {
+      if (!response.ok()) return done(response.status(), ClaimTally{});
+      ClaimTally tally;
+      Count(*response, &tally);
+      if (!requests->completes() || response->outcome() != v1::ClaimResponse::ACQUIRED) {
+        return done(absl::OkStatus(), tally);
+      }
+      auto completed = [tally, done](absl::StatusOr<v1::CompleteResponse> answer) mutable {
+        if (!answer.ok()) ++tally.errors;
+        done(absl::OkStatus(), tally);
+      };
+      client->CompleteAsync(requests->Complete(key, response->token()), std::move(completed));
+    };
+    client_->ClaimAsync(requests->Claim(key), std::move(claimed));
+  }
+
+ private:
+  Client* const client_;
+  std::vector<Requests> requests_;  // One per slot.
+};
+
 // One Batch RPC per request through the generated stub.
 class BatchSession final : public Session {
  public:
@@ -199,6 +233,13 @@ class DedupdDriver final : public Driver {
       return std::make_unique<BatchSession>(stub_.get(), workload_, caller, options_.timeout);
     }
     return std::make_unique<ClientSession>(client_.get(), workload_, caller);
+  }
+
+  absl::StatusOr<std::unique_ptr<AsyncSession>> NewAsyncSession(int slots) override {
+    if (options_.api == DedupdApi::kBatch) {
+      return absl::UnimplementedError("the asynchronous mode needs the client library, not Batch");
+    }
+    return std::make_unique<ClientAsyncSession>(client_.get(), workload_, slots);
   }
 
  private:

@@ -2,6 +2,7 @@
 #define DEDUP_BENCH_DRIVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,29 @@ class Session {
   virtual absl::Status ClaimBatch(const std::vector<std::string>& keys, ClaimTally* tally) = 0;
 };
 
+// How an asynchronous request reports: its status and tally, with the
+// meaning Session::ClaimBatch gives them.
+using ClaimDone = std::function<void(const absl::Status& status, const ClaimTally& tally)>;
+
+// A connection that takes claims without waiting for their answers, for
+// the asynchronous mode (one or a few threads keep many claims in flight).
+// Thread-safe.
+class AsyncSession {
+ public:
+  // Destroy a session only after `done` has been called for every claim
+  // given to it.
+  virtual ~AsyncSession() = default;
+  // Claims `key` as owner number `slot` (0 <= slot < the slots the session
+  // was made for; at most one claim in flight per slot), one claim per
+  // request, doing all that ClaimBatch does for one key (with
+  // Workload::complete, the Complete of an acquired key). `done` runs once,
+  // when the request's last call has answered: on a client thread, or on
+  // this one before Claim returns when the claim fails at once. It must not
+  // block for long. Once `done` is called the session touches nothing of
+  // this request.
+  virtual void Claim(int slot, const std::string& key, ClaimDone done) = 0;
+};
+
 // A system under test (dedupd, Redis, PostgreSQL): makes sessions.
 // Thread-safe: NewSession may be called from any thread.
 class Driver {
@@ -43,6 +67,11 @@ class Driver {
   virtual absl::Status Prepare() { return absl::OkStatus(); }
   // A new connection for caller number `caller`.
   virtual absl::StatusOr<std::unique_ptr<Session>> NewSession(int caller) = 0;
+  // An asynchronous session with owners 0..slots-1, for a system driven
+  // through a callback API; UNIMPLEMENTED where there is none.
+  virtual absl::StatusOr<std::unique_ptr<AsyncSession>> NewAsyncSession(int /*slots*/) {
+    return absl::UnimplementedError("this driver has no asynchronous mode");
+  }
 };
 
 }  // namespace dedup::bench

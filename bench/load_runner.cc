@@ -7,49 +7,19 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "async_submitter.h"
 #include "key_source.h"
 #include "process_stats.h"
 #include "progress_line.h"
+#include "run_state.h"
 
 namespace dedup::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-using std::chrono::duration_cast;
-using std::chrono::nanoseconds;
-
-Clock::duration Seconds(double s) {
-  return duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
-// What the callers share.
-struct Shared {
-  Clock::time_point start;
-  Clock::time_point measure_from;  // End of warm-up.
-  Clock::time_point measure_until;
-  uint64_t claim_budget = 0;  // 0: none.
-  std::atomic<uint64_t> measured{0};
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> sent{0};  // All claims answered, warm-up included.
-  std::atomic<uint64_t> failed{0};
-  std::atomic<int> running{0};
-  std::mutex error_mu;
-  std::string first_error;
-};
-
-// One caller's share of the result.
-struct CallerResult {
-  ClaimTally tally;
-  uint64_t claims = 0;
-  uint64_t requests = 0;
-  LatencyHistogram latency;
-  Clock::time_point last_answer;
-};
 
 void RunCaller(int index, Session* session, const Workload& workload, KeySource* keys,
                Shared* shared, CallerResult* out) {
@@ -74,28 +44,8 @@ void RunCaller(int index, Session* session, const Workload& workload, KeySource*
     ClaimTally tally;
     const absl::Status status = session->ClaimBatch(batch, &tally);
     const Clock::time_point answered = Clock::now();
-    if (!status.ok()) {
-      tally.errors += batch.size();
-      shared->failed.fetch_add(batch.size(), std::memory_order_relaxed);
-      {
-        std::lock_guard<std::mutex> lock(shared->error_mu);
-        if (shared->first_error.empty()) shared->first_error = status.ToString();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // Do not spin on a dead server.
-    }
-    shared->sent.fetch_add(batch.size(), std::memory_order_relaxed);
-    if (origin < shared->measure_from) continue;
-    out->tally.acquired += tally.acquired;
-    out->tally.duplicate += tally.duplicate;
-    out->tally.errors += tally.errors;
-    if (status.ok()) out->latency.Record(duration_cast<nanoseconds>(answered - origin).count());
-    out->claims += batch.size();
-    ++out->requests;
-    out->last_answer = answered;
-    if (shared->claim_budget > 0 &&
-        shared->measured.fetch_add(batch.size()) + batch.size() >= shared->claim_budget) {
-      shared->stop = true;
-    }
+    CountAnswer(status, tally, batch.size(), origin, answered, shared, out);
+    if (!status.ok()) std::this_thread::sleep_for(kErrorPause);
   }
 }
 
@@ -132,8 +82,20 @@ void Watch(const Shared& shared, const Workload& workload, const RunnerOptions& 
 absl::StatusOr<RunResult> RunLoad(Driver& driver, const Workload& workload,
                                   const RunnerOptions& options) {
   if (absl::Status s = driver.Prepare(); !s.ok()) return s;
+  const bool async = workload.async_in_flight > 0;
+  const int threads = async ? workload.async_threads : workload.callers;
+  if (async && (threads < 1 || threads > workload.async_in_flight)) {
+    return absl::InvalidArgumentError("async_threads: 1..async_in_flight");
+  }
   std::vector<std::unique_ptr<Session>> sessions;
-  for (int i = 0; i < workload.callers; ++i) {
+  std::unique_ptr<AsyncSession> async_session;
+  if (async) {
+    absl::StatusOr<std::unique_ptr<AsyncSession>> session =
+        driver.NewAsyncSession(workload.async_in_flight);
+    if (!session.ok()) return session.status();
+    async_session = *std::move(session);
+  }
+  for (int i = 0; !async && i < workload.callers; ++i) {
     absl::StatusOr<std::unique_ptr<Session>> session = driver.NewSession(i);
     if (!session.ok()) return session.status();
     sessions.push_back(*std::move(session));
@@ -144,13 +106,21 @@ absl::StatusOr<RunResult> RunLoad(Driver& driver, const Workload& workload,
   shared.measure_from = shared.start + Seconds(workload.warmup_seconds);
   shared.measure_until = shared.measure_from + Seconds(workload.duration_seconds);
   shared.claim_budget = workload.max_claims;
-  shared.running = workload.callers;
+  shared.running = threads;
 
-  std::vector<CallerResult> results(workload.callers);
+  std::vector<CallerResult> results(threads);
   std::vector<std::thread> callers;
-  for (int i = 0; i < workload.callers; ++i) {
+  for (int i = 0; i < threads; ++i) {
     callers.emplace_back([&, i] {
-      RunCaller(i, sessions[i].get(), workload, &keys, &shared, &results[i]);
+      if (async) {
+        // The slots split as evenly as they go.
+        const int first = static_cast<int>(int64_t{workload.async_in_flight} * i / threads);
+        const int end = static_cast<int>(int64_t{workload.async_in_flight} * (i + 1) / threads);
+        RunSubmitter(i, threads, first, end - first, async_session.get(), workload, &keys, &shared,
+                     &results[i]);
+      } else {
+        RunCaller(i, sessions[i].get(), workload, &keys, &shared, &results[i]);
+      }
       --shared.running;
     });
   }

@@ -49,7 +49,10 @@ struct RunResult {
 // Drives `driver` with `workload`: `workload.callers` threads, each with its
 // own session and one request of `workload.batch` claims in flight, first
 // for the warm-up, then until the duration or the claim budget runs out.
-// Fails when the driver cannot prepare or a session cannot connect.
+// With `workload.async_in_flight` N > 0 instead, `workload.async_threads`
+// threads keep N claims in flight in total through one AsyncSession, and
+// the run ends once every one of them has answered. Fails when the driver
+// cannot prepare or a session cannot connect.
 absl::StatusOr<RunResult> RunLoad(Driver& driver, const Workload& workload,
                                   const RunnerOptions& options);
 

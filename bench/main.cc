@@ -45,6 +45,11 @@ ABSL_FLAG(int, batch_window_us, 200, "Client library coalescing window (dedupd_a
 ABSL_FLAG(int, max_batch, 64, "Client library largest coalesced batch (dedupd_api=client).");
 ABSL_FLAG(int, callers, 64, "Concurrent callers, each one request in flight.");
 ABSL_FLAG(int, batch, 1, "Claims per request.");
+ABSL_FLAG(int, async_in_flight, 0,
+          "Asynchronous mode: keep N claims in flight in total through the client library's "
+          "ClaimAsync (dedupd, --batch=1) instead of --callers blocking threads; 0: blocking.");
+ABSL_FLAG(int, async_threads, 1,
+          "Asynchronous mode: threads submitting the --async_in_flight claims (1..N).");
 ABSL_FLAG(double, duplicates, 0.0, "Fraction of claims (0..1) that repeat a recent key.");
 ABSL_FLAG(uint64_t, recent_window, 10000, "How many of the newest keys a duplicate is drawn from.");
 ABSL_FLAG(uint64_t, lease_ms, 60000, "Lease of each claim (Redis: EX in seconds, rounded up).");
@@ -94,6 +99,15 @@ Systems:
   postgres  INSERT ... ON CONFLICT (k) DO NOTHING into claims_<namespace>
             (k text primary key); B>1 is one INSERT of B rows.
 
+Asynchronous mode (dedupd through its client library, --batch=1 only):
+  --async_in_flight=N (0: off) has --async_threads=T (default 1) threads keep
+  N claims in flight in total through ClaimAsync, each Complete (--complete)
+  sent from its claim's callback, instead of --callers threads blocking on
+  one call each: the server is then not limited by the load generator's
+  threads. Latency runs from submission (or, with --rate, from when the claim
+  was due) to the last callback, as a blocking call's does; --callers does
+  not apply. The run waits for every claim in flight before it reports.
+
 Workload flags:
   --callers=64 --batch=1 --duplicates=0.5 (fraction repeating one of the
   --recent_window newest keys) --lease_ms --complete --retention_ms --result_bytes
@@ -124,6 +138,8 @@ bool SplitTarget(const std::string& target, std::string* host, int* port) {
 absl::StatusOr<dedup::bench::Workload> WorkloadFromFlags() {
   Workload w;
   w.callers = absl::GetFlag(FLAGS_callers);
+  w.async_in_flight = absl::GetFlag(FLAGS_async_in_flight);
+  w.async_threads = absl::GetFlag(FLAGS_async_threads);
   w.batch = absl::GetFlag(FLAGS_batch);
   w.duplicate_ratio = absl::GetFlag(FLAGS_duplicates);
   w.recent_window = absl::GetFlag(FLAGS_recent_window);
@@ -143,6 +159,13 @@ absl::StatusOr<dedup::bench::Workload> WorkloadFromFlags() {
   w.rate = absl::GetFlag(FLAGS_rate);
   if (w.callers < 1 || w.callers > 4096) return absl::InvalidArgumentError("--callers: 1..4096");
   if (w.batch < 1 || w.batch > 1000) return absl::InvalidArgumentError("--batch: 1..1000");
+  if (w.async_in_flight < 0 || w.async_in_flight > 65536) {
+    return absl::InvalidArgumentError("--async_in_flight: 0..65536");
+  }
+  if (w.async_in_flight > 0 &&
+      (w.async_threads < 1 || w.async_threads > 64 || w.async_threads > w.async_in_flight)) {
+    return absl::InvalidArgumentError("--async_threads: 1..64 and at most --async_in_flight");
+  }
   if (w.duplicate_ratio < 0 || w.duplicate_ratio > 1) {
     return absl::InvalidArgumentError("--duplicates: a fraction 0..1");
   }
@@ -152,6 +175,21 @@ absl::StatusOr<dedup::bench::Workload> WorkloadFromFlags() {
   }
   if (w.rate < 0) return absl::InvalidArgumentError("--rate: 0 or more");
   return w;
+}
+
+// The asynchronous mode drives the client library's callback API, which
+// only dedupd has, one claim per call.
+absl::Status CheckAsyncMode(const std::string& system, const Workload& workload) {
+  if (workload.async_in_flight == 0) return absl::OkStatus();
+  const std::string api = absl::GetFlag(FLAGS_dedupd_api);
+  if (system == "dedupd" && workload.batch == 1 &&
+      (api == "auto" || api == "client" || api == "unary")) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--async_in_flight needs --system=dedupd, --batch=1 and --dedupd_api=client, unary or "
+      "auto (the client library's ClaimAsync); got --system=",
+      system, " --batch=", workload.batch, " --dedupd_api=", api));
 }
 
 absl::StatusOr<std::unique_ptr<Driver>> MakeDriver(const std::string& system,
@@ -232,6 +270,7 @@ int main(int argc, char** argv) {
 
   RunContext context;
   context.system = absl::GetFlag(FLAGS_system);
+  if (absl::Status s = CheckAsyncMode(context.system, *workload); !s.ok()) return Fail(s, 2);
   context.variant = absl::GetFlag(FLAGS_variant);
   context.label = absl::GetFlag(FLAGS_label);
   context.server_pid = absl::GetFlag(FLAGS_server_pid);

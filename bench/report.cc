@@ -1,6 +1,7 @@
 #include "report.h"
 
 #include <cmath>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,6 +21,8 @@ Json Measured(double value) {
 
 double Micros(uint64_t nanos) { return nanos / 1000.0; }
 
+bool Async(const Workload& workload) { return workload.async_in_flight > 0; }
+
 double CpuPerMillion(const RunResult& result) {
   if (result.server_cpu_seconds < 0 || result.claims == 0) return NAN;
   return result.server_cpu_seconds * 1e6 / result.claims;
@@ -36,6 +39,10 @@ std::string ToJson(const RunContext& context, const Workload& workload, const Ru
   out["label"] = context.label;
   out["description"] = context.description;
   out["workload"] = {
+      {"mode", Async(workload) ? "async" : "blocking"},
+      // Requests in flight: the callers', or the asynchronous claims'.
+      {"in_flight", Async(workload) ? workload.async_in_flight : workload.callers},
+      {"async_threads", Async(workload) ? workload.async_threads : 0},
       {"callers", workload.callers},
       {"batch", workload.batch},
       {"duplicate_ratio", Measured(workload.duplicate_ratio)},
@@ -82,8 +89,13 @@ std::string ToTable(const RunContext& context, const Workload& workload, const R
   std::string out =
       absl::StrFormat("%s%s%s: %s\n", context.system, context.variant.empty() ? "" : "/",
                       context.variant, context.description);
-  absl::StrAppendFormat(&out, "  callers %d  batch %d  duplicates %.0f%%  lease %dms%s  rate %s\n",
-                        workload.callers, workload.batch, workload.duplicate_ratio * 100,
+  const std::string concurrency =
+      Async(workload)
+          ? absl::StrFormat("async %d in flight from %d thread%s", workload.async_in_flight,
+                            workload.async_threads, workload.async_threads == 1 ? "" : "s")
+          : absl::StrFormat("callers %d", workload.callers);
+  absl::StrAppendFormat(&out, "  %s  batch %d  duplicates %.0f%%  lease %dms%s  rate %s\n",
+                        concurrency, workload.batch, workload.duplicate_ratio * 100,
                         workload.lease_ms, workload.complete ? "  +complete" : "",
                         workload.rate > 0 ? absl::StrFormat("%.0f/s", workload.rate) : "max");
   absl::StrAppendFormat(&out, "  %-12s %-10s %-10s %-10s %-10s %-10s %-10s\n", "claims/s", "p50 us",

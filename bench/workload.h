@@ -11,6 +11,12 @@ namespace dedup::bench {
 struct Workload {
   // Concurrent callers, each a thread with one request in flight.
   int callers = 64;
+  // The asynchronous mode, when async_in_flight > 0 (dedupd's client
+  // library only, batch 1): `async_threads` threads keep async_in_flight
+  // claims in flight in total through its callback API, and `callers` does
+  // not apply. 0: the blocking callers above.
+  int async_in_flight = 0;
+  int async_threads = 1;
   // Claims per request: 1 is one call each; B > 1 is a dedupd Batch of B, a
   // Redis pipeline B deep or a PostgreSQL INSERT of B rows.
   int batch = 1;
