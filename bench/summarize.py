@@ -13,9 +13,10 @@ import os
 import re
 import statistics
 
-WORKLOADS = ["unique", "dup50", "dup99", "batch64", "halfpeak", "rb_p1", "rb_p64"]
+WORKLOADS = ["unique", "async256", "dup50", "dup99", "batch64", "halfpeak", "rb_p1", "rb_p64"]
 WORKLOAD_TEXT = {
     "unique": "unique keys, 1 per call",
+    "async256": "unique keys, 256 in flight (async)",
     "dup50": "50% duplicates, 1 per call",
     "dup99": "99% duplicates, 1 per call",
     "batch64": "unique keys, batches of 64",
@@ -146,6 +147,9 @@ def goals(rows, scale_rows):
          1.0, "cost")
     goal("64 callers, client library: buffered vs redis-benchmark -c 64 -P 1 everysec",
          value("dedupd", "buffered", "unique"), value("redis", "everysec", "rb_p1"), 1.5, "ratio")
+    goal("256 in flight, client library callbacks: buffered vs redis-benchmark -c 64 -P 1 "
+         "everysec", value("dedupd", "buffered", "async256"), value("redis", "everysec", "rb_p1"),
+         1.5, "ratio")
     goal("batches of 64: buffered vs redis-benchmark -P 64 everysec",
          value("dedupd", "buffered", "batch64"), value("redis", "everysec", "rb_p64"), 1.0,
          "ratio")
