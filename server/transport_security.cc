@@ -29,6 +29,20 @@ absl::Status CheckPemFile(const std::string& path, const std::string& field) {
   return absl::OkStatus();
 }
 
+// This node's certificate, key and (mutual TLS) CA, checked now and re-read
+// from their files as they change: what it serves with and calls peers with.
+absl::StatusOr<std::shared_ptr<grpc::experimental::FileWatcherCertificateProvider>>
+WatchedCertificates(const TlsSettings& tls) {
+  absl::Status s = CheckPemFile(tls.cert, "tls.cert");
+  s.Update(CheckPemFile(tls.key, "tls.key"));
+  if (tls.mutual()) s.Update(CheckPemFile(tls.ca, "tls.ca"));
+  if (!s.ok()) return s;
+  const auto refresh_s =
+      static_cast<unsigned int>(std::clamp<int64_t>(tls.refresh_interval_ms / 1000, 1, 24 * 3600));
+  return std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(tls.key, tls.cert,
+                                                                              tls.ca, refresh_s);
+}
+
 }  // namespace
 
 bool IsLoopbackListen(absl::string_view listen) {
@@ -43,15 +57,10 @@ bool IsLoopbackListen(absl::string_view listen) {
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
     const TlsSettings& tls) {
   if (!tls.enabled()) return grpc::InsecureServerCredentials();
-  absl::Status s = CheckPemFile(tls.cert, "tls.cert");
-  s.Update(CheckPemFile(tls.key, "tls.key"));
-  if (tls.mutual()) s.Update(CheckPemFile(tls.ca, "tls.ca"));
-  if (!s.ok()) return s;
-  const auto refresh_s =
-      static_cast<unsigned int>(std::clamp<int64_t>(tls.refresh_interval_ms / 1000, 1, 24 * 3600));
-  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      tls.key, tls.cert, tls.ca, refresh_s);
-  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  absl::StatusOr<std::shared_ptr<grpc::experimental::FileWatcherCertificateProvider>> provider =
+      WatchedCertificates(tls);
+  if (!provider.ok()) return provider.status();
+  grpc::experimental::TlsServerCredentialsOptions options(*provider);
   options.watch_identity_key_cert_pairs();
   if (tls.mutual()) {
     options.watch_root_certs();
@@ -65,16 +74,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> PeerCredentialsFor(
     const TlsSettings& tls) {
   if (!tls.enabled()) return grpc::InsecureChannelCredentials();
-  absl::Status s = CheckPemFile(tls.cert, "tls.cert");
-  s.Update(CheckPemFile(tls.key, "tls.key"));
-  if (tls.mutual()) s.Update(CheckPemFile(tls.ca, "tls.ca"));
-  if (!s.ok()) return s;
-  const auto refresh_s =
-      static_cast<unsigned int>(std::clamp<int64_t>(tls.refresh_interval_ms / 1000, 1, 24 * 3600));
-  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      tls.key, tls.cert, tls.ca, refresh_s);
+  absl::StatusOr<std::shared_ptr<grpc::experimental::FileWatcherCertificateProvider>> provider =
+      WatchedCertificates(tls);
+  if (!provider.ok()) return provider.status();
   grpc::experimental::TlsChannelCredentialsOptions options;
-  options.set_certificate_provider(provider);
+  options.set_certificate_provider(*provider);
   options.watch_identity_key_cert_pairs();
   if (tls.mutual()) options.watch_root_certs();
   return grpc::experimental::TlsCredentials(options);
