@@ -59,20 +59,25 @@ start_node() {
   fi
   "$dedupd" "${args[@]}" >>"$dir/node-$i.log" 2>&1 &
   echo $! >"$pidfile"
-  # Up when it answers health; a node that exits early shows its log.
+  await_listening "node $i" "$pidfile" $((base + i)) "$dir/node-$i.log" || return 1
+  echo "node $i of $nodes: pid $(cat "$pidfile"), 127.0.0.1:$((base + i)), data $dir/node-$i"
+}
+
+# await_listening WHAT PIDFILE PORT LOG: waits up to 10 s for the process to
+# accept connections on 127.0.0.1:PORT; one that exits first, or never
+# listens, fails with the end of its log.
+await_listening() {
+  local what="$1" pidfile="$2" port="$3" log="$4"
   for _ in $(seq 1 100); do
     if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-      echo "node $i exited; its log:" >&2
-      tail -5 "$dir/node-$i.log" >&2
+      echo "$what exited; its log ($log):" >&2
+      tail -5 "$log" >&2
       return 1
     fi
-    if (exec 3<>"/dev/tcp/127.0.0.1/$((base + i))") 2>/dev/null; then
-      echo "node $i of $nodes: pid $(cat "$pidfile"), 127.0.0.1:$((base + i)), data $dir/node-$i"
-      return
-    fi
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
     sleep 0.1
   done
-  echo "node $i did not start listening in 10 s" >&2
+  echo "$what did not start listening in 10 s; its log: $log" >&2
   return 1
 }
 
@@ -99,15 +104,8 @@ start_etcd() {
     --initial-advertise-peer-urls "$peer" --initial-cluster "local=$peer" \
     >>"$dir/etcd.log" 2>&1 &
   echo $! >"$pidfile"
-  for _ in $(seq 1 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$((base + 200))") 2>/dev/null; then
-      echo "etcd: pid $(cat "$pidfile"), 127.0.0.1:$((base + 200)), data $dir/etcd"
-      return
-    fi
-    sleep 0.1
-  done
-  echo "etcd did not start listening in 10 s; its log: $dir/etcd.log" >&2
-  exit 1
+  await_listening etcd "$pidfile" $((base + 200)) "$dir/etcd.log" || exit 1
+  echo "etcd: pid $(cat "$pidfile"), 127.0.0.1:$((base + 200)), data $dir/etcd"
 }
 
 stop_etcd() {

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "storage/key_codec.h"
+#include "tests/client/scripted_dedup.h"
 
 namespace dedup::client::test {
 
@@ -21,27 +22,10 @@ class FakeReplicatedCluster::Node final : public v1::Dedup::Service {
   grpc::Status Stream(
       grpc::ServerContext* /*context*/,
       grpc::ServerReaderWriter<v1::BatchResponse, v1::BatchRequest>* stream) override {
-    v1::BatchRequest batch;
-    while (stream->Read(&batch)) {
-      v1::BatchResponse answer;
-      answer.set_batch_id(batch.batch_id());
-      for (const v1::Operation& op : batch.operations()) {
-        v1::OperationResult* result = answer.add_results();
-        if (!op.has_claim()) {
-          result->mutable_error()->set_code(grpc::StatusCode::UNIMPLEMENTED);
-          continue;
-        }
-        grpc::Status status = cluster_->ClaimAt(index_, op.claim().namespace_(), op.claim().key(),
-                                                result->mutable_claim());
-        if (!status.ok()) {
-          result->clear_claim();
-          result->mutable_error()->set_code(status.error_code());
-          result->mutable_error()->set_message(status.error_message());
-        }
-      }
-      if (!stream->Write(answer)) break;
-    }
-    return grpc::Status::OK;
+    return AnswerClaimStream(
+        stream, [this](const v1::ClaimRequest& request, v1::ClaimResponse* response) {
+          return cluster_->ClaimAt(index_, request.namespace_(), request.key(), response);
+        });
   }
 
   grpc::Status Topology(grpc::ServerContext* /*context*/, const v1::TopologyRequest* /*request*/,

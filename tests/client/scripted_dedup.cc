@@ -39,6 +39,15 @@ grpc::Status ScriptedDedup::Claim(grpc::ServerContext* /*context*/,
 grpc::Status ScriptedDedup::Stream(
     grpc::ServerContext* /*context*/,
     grpc::ServerReaderWriter<v1::BatchResponse, v1::BatchRequest>* stream) {
+  return AnswerClaimStream(
+      stream, [this](const v1::ClaimRequest& /*request*/, v1::ClaimResponse* response) {
+        return NextClaim(response);
+      });
+}
+
+grpc::Status AnswerClaimStream(
+    grpc::ServerReaderWriter<v1::BatchResponse, v1::BatchRequest>* stream,
+    const std::function<grpc::Status(const v1::ClaimRequest&, v1::ClaimResponse*)>& claim) {
   v1::BatchRequest batch;
   while (stream->Read(&batch)) {
     v1::BatchResponse answer;
@@ -49,8 +58,9 @@ grpc::Status ScriptedDedup::Stream(
         result->mutable_error()->set_code(grpc::StatusCode::UNIMPLEMENTED);
         continue;
       }
-      grpc::Status status = NextClaim(result->mutable_claim());
+      grpc::Status status = claim(op.claim(), result->mutable_claim());
       if (!status.ok()) {
+        result->clear_claim();
         result->mutable_error()->set_code(status.error_code());
         result->mutable_error()->set_message(status.error_message());
       }

@@ -2,6 +2,7 @@
 #define DEDUP_TESTS_CLIENT_SCRIPTED_DEDUP_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -46,6 +47,13 @@ class ScriptedDedup final : public v1::Dedup::Service {
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
 };
+
+// Answers a Stream of claim batches until the client stops writing: each
+// Claim through `claim` (its error as the item's), any other operation
+// UNIMPLEMENTED. What the test servers share.
+grpc::Status AnswerClaimStream(
+    grpc::ServerReaderWriter<v1::BatchResponse, v1::BatchRequest>* stream,
+    const std::function<grpc::Status(const v1::ClaimRequest&, v1::ClaimResponse*)>& claim);
 
 }  // namespace dedup::client::test
 
