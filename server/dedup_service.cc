@@ -104,6 +104,57 @@ grpc::ServerUnaryReactor* DedupService::Topology(grpc::CallbackServerContext* co
   return reactor;
 }
 
+namespace {
+
+// The placement calls change the whole cluster: they need "admin" on "*".
+// etcd is called on a pool thread, not on gRPC's.
+template <typename Body>
+grpc::ServerUnaryReactor* RunPlacementCall(grpc::CallbackServerContext* context,
+                                           Authorizer* auth, Metrics* metrics, WorkerPool* pool,
+                                           cluster::Replicator* replicator, Body body) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<Caller> caller = auth->Authenticate(*context);
+  absl::Status allowed = caller.ok() ? auth->Authorize(*caller, "*", Role::kAdmin) : caller.status();
+  if (!allowed.ok()) {
+    if (caller.ok()) metrics->RecordDenied("", DenyReason::kNoGrant);
+    reactor->Finish(ToGrpcStatus(allowed));
+    return reactor;
+  }
+  if (replicator == nullptr) {
+    reactor->Finish(ToGrpcStatus(absl::FailedPreconditionError(
+        "this node is not part of a replicated cluster (replication_factor 1): its shards are "
+        "placed by the static rule and cannot move")));
+    return reactor;
+  }
+  const grpc::Status queued = SubmitTo(pool, [reactor, replicator, body] {
+    reactor->Finish(ToGrpcStatus(body(replicator)));
+  });
+  if (!queued.ok()) reactor->Finish(queued);
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* DedupService::MoveShard(grpc::CallbackServerContext* context,
+                                                  const v1::MoveShardRequest* request,
+                                                  v1::MoveShardResponse* /*response*/) {
+  const v1::MoveShardRequest copy = *request;
+  return RunPlacementCall(context, auth_, metrics_, scan_pool_, replicator_,
+                          [copy](cluster::Replicator* replicator) {
+                            return replicator->MoveShard(copy.shard(), copy.from(), copy.to());
+                          });
+}
+
+grpc::ServerUnaryReactor* DedupService::SetDraining(grpc::CallbackServerContext* context,
+                                                    const v1::SetDrainingRequest* request,
+                                                    v1::SetDrainingResponse* /*response*/) {
+  const v1::SetDrainingRequest copy = *request;
+  return RunPlacementCall(context, auth_, metrics_, scan_pool_, replicator_,
+                          [copy](cluster::Replicator* replicator) {
+                            return replicator->SetDraining(copy.node(), copy.draining());
+                          });
+}
+
 void DedupService::RecordRequest(Method method, absl::string_view ns, RequestStart start,
                                  const grpc::Status& status) {
   metrics_->RecordRequest(method, ns, absl::FromChrono(NowForLatency() - start),

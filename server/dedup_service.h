@@ -64,6 +64,12 @@ class DedupService final : public v1::Dedup::CallbackService {
   grpc::ServerUnaryReactor* Topology(grpc::CallbackServerContext* context,
                                      const v1::TopologyRequest* request,
                                      v1::TopologyResponse* response) override;
+  grpc::ServerUnaryReactor* MoveShard(grpc::CallbackServerContext* context,
+                                      const v1::MoveShardRequest* request,
+                                      v1::MoveShardResponse* response) override;
+  grpc::ServerUnaryReactor* SetDraining(grpc::CallbackServerContext* context,
+                                        const v1::SetDrainingRequest* request,
+                                        v1::SetDrainingResponse* response) override;
 
   // Runs one batch for `caller`: each item authorized, validated and
   // answered on its own, the valid ones applied to storage together, reads

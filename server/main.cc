@@ -70,6 +70,9 @@ ABSL_FLAG(std::string, cluster_name, "",
           "Names the cluster's keys in etcd [config: cluster.name; default \"default\"].");
 ABSL_FLAG(std::string, leader_lease, "",
           "TTL of a shard leader's etcd lease [config: cluster.leader_lease; default 10s].");
+ABSL_FLAG(uint64_t, move_bytes_per_second, 0,
+          "Bytes per second a shard's leader sends the target of a shard move "
+          "[config: cluster.move_bytes_per_second; default 32 MiB/s].");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, log_format, "text",
           "text (one readable line per event) or json (one JSON object per line).");
@@ -122,14 +125,18 @@ Flags (each overrides the config field in brackets):
   --cluster_nodes=A,B,C addresses of every node of a cluster, in index order; node i
                         of n owns the shards s with s mod n == i [cluster.nodes]
   --node_index=N        this node's index in --cluster_nodes [cluster.node_index]
-  --replication_factor=R  copies of each shard; above 1, shard s lives on nodes
-                        s..s+R-1 (mod n), one of them leads it, and a majority
-                        holds every acknowledged write [cluster.replication_factor]
+  --replication_factor=R  copies of each shard; above 1, shard s starts on nodes
+                        s..s+R-1 (mod n) and moves as etcd's placement says,
+                        one replica leads it, and a majority holds every
+                        acknowledged write [cluster.replication_factor]
   --etcd_endpoints=H:P,...  etcd (v3) holding a replicated cluster's leaders
                         [cluster.etcd_endpoints]
   --cluster_name=NAME   the cluster's key prefix in etcd [cluster.name]
   --leader_lease=DUR    how long a dead leader's shards wait before another
                         replica takes over [cluster.leader_lease; default 10s]
+  --move_bytes_per_second=N  pace of a shard move's copy, so that serving
+                        traffic keeps its p99 [cluster.move_bytes_per_second;
+                        default 33554432]
   --workers=N           storage worker threads [workers; default 32]
   --max_key_bytes=N     longest key [max_key_bytes; default 512]
   --log_level=LEVEL     trace, debug, info, warn, error or off (default info)
@@ -251,6 +258,9 @@ absl::StatusOr<ServerConfig> LoadConfig() {
   }
   if (!absl::GetFlag(FLAGS_leader_lease).empty()) {
     config.mutable_cluster()->set_leader_lease(absl::GetFlag(FLAGS_leader_lease));
+  }
+  if (absl::GetFlag(FLAGS_move_bytes_per_second) != 0) {
+    config.mutable_cluster()->set_move_bytes_per_second(absl::GetFlag(FLAGS_move_bytes_per_second));
   }
   if (absl::GetFlag(FLAGS_workers) != 0) config.set_workers(absl::GetFlag(FLAGS_workers));
   if (absl::GetFlag(FLAGS_max_key_bytes) != 0) {

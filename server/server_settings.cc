@@ -283,6 +283,9 @@ absl::Status ResolveCluster(const v1::ClusterConfig& cluster, ServerSettings* se
   absl::Status lease = ParseDurationField(cluster.leader_lease(), 10'000, 2'000,
                                           "cluster.leader_lease", &settings->leader_lease_ms);
   if (!lease.ok()) return lease;
+  if (cluster.move_bytes_per_second() != 0) {
+    settings->move_bytes_per_second = cluster.move_bytes_per_second();
+  }
   if (settings->replication_factor > 1) {
     if (settings->replication_factor > settings->cluster_nodes.size()) {
       return absl::InvalidArgumentError(

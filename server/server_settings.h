@@ -34,6 +34,8 @@ struct ServerSettings {
   std::vector<std::string> etcd_endpoints;
   std::string cluster_name = "default";
   int64_t leader_lease_ms = 10'000;
+  // What a shard's leader sends a move's target, at most (docs/elastic.md).
+  uint64_t move_bytes_per_second = 32ull << 20;
   ServerLimits limits;
   TlsSettings tls;
   // Plaintext on a non-loopback `listen`, acknowledged by --insecure.

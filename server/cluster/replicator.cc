@@ -66,6 +66,72 @@ absl::Duration TrustedLease(absl::Duration ttl) {
   return ttl * 0.9 - std::min(absl::Milliseconds(500), ttl / 10);
 }
 
+// Placement values: "voters=0,1,2 learners=3" and moves:
+// "from=0 to=3 state=adding".
+std::string NodeList(const std::vector<uint32_t>& nodes) {
+  std::string out;
+  for (uint32_t node : nodes) absl::StrAppend(&out, out.empty() ? "" : ",", node);
+  return out;
+}
+
+std::string PlacementValue(const std::vector<uint32_t>& voters,
+                           const std::vector<uint32_t>& learners) {
+  return absl::StrCat("voters=", NodeList(voters), " learners=", NodeList(learners));
+}
+
+bool ParseNodes(absl::string_view text, std::vector<uint32_t>* nodes) {
+  nodes->clear();
+  if (text.empty()) return true;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    uint32_t node;
+    if (!absl::SimpleAtoi(part, &node) || std::count(nodes->begin(), nodes->end(), node) > 0) {
+      return false;
+    }
+    nodes->push_back(node);
+  }
+  return true;
+}
+
+// Fields "name=value" separated by spaces.
+std::map<std::string, std::string> Fields(absl::string_view value) {
+  std::map<std::string, std::string> fields;
+  for (absl::string_view part : absl::StrSplit(value, ' ', absl::SkipEmpty())) {
+    const size_t eq = part.find('=');
+    if (eq == absl::string_view::npos) continue;
+    fields[std::string(part.substr(0, eq))] = std::string(part.substr(eq + 1));
+  }
+  return fields;
+}
+
+bool ParsePlacement(absl::string_view value, std::vector<uint32_t>* voters,
+                    std::vector<uint32_t>* learners) {
+  std::map<std::string, std::string> fields = Fields(value);
+  if (!fields.count("voters") || !ParseNodes(fields["voters"], voters) || voters->empty() ||
+      !ParseNodes(fields["learners"], learners)) {
+    return false;
+  }
+  for (uint32_t node : *learners) {
+    if (std::count(voters->begin(), voters->end(), node) > 0) return false;
+  }
+  return true;
+}
+
+std::string MoveValue(int32_t from, int32_t to, absl::string_view state) {
+  return absl::StrCat("from=", from, " to=", to, " state=", state);
+}
+
+bool ParseMove(absl::string_view value, int32_t* from, int32_t* to, std::string* state) {
+  std::map<std::string, std::string> fields = Fields(value);
+  *state = fields["state"];
+  return absl::SimpleAtoi(fields["from"], from) && absl::SimpleAtoi(fields["to"], to) &&
+         (*state == "adding" || *state == "promoted");
+}
+
+// Entries a move's target may still be behind when it is made a voter:
+// under steady writes it is never exactly even, and a voter that lags a
+// little costs nothing but its share of the acknowledgements.
+constexpr uint64_t kPromoteLag = 256;
+
 std::string EmptyBatch() {
   // The representation of an empty RocksDB WriteBatch: sequence (8 bytes)
   // and count (4 bytes), all zero.
@@ -84,28 +150,21 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Start(const ReplicatorOp
                                                               storage::Store* store) {
   const uint32_t n = static_cast<uint32_t>(options.nodes.size());
   if (options.replication_factor < 2 || options.replication_factor > n) {
+    // The first start of a cluster places shards over the nodes listed;
+    // a node added later lists at least itself and those before it.
     return absl::InvalidArgumentError(absl::StrCat("replication factor must be 2..", n,
                                                    " (the node count), got ",
                                                    options.replication_factor));
   }
   if (options.self >= n) return absl::InvalidArgumentError("node index out of range");
   std::unique_ptr<Replicator> r(new Replicator(options, etcd, log, store));
-  r->stubs_.resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    if (i == options.self) continue;
-    std::shared_ptr<grpc::ChannelCredentials> credentials =
-        options.peer_credentials != nullptr ? options.peer_credentials
-                                            : grpc::InsecureChannelCredentials();
-    r->stubs_[i] = rv1::Replication::NewStub(grpc::CreateChannel(options.nodes[i], credentials));
+  {
+    absl::MutexLock lock(&r->nodes_mu_);
+    r->addresses_ = options.nodes;
   }
   for (uint32_t s = 0; s < store->shard_count(); ++s) {
     auto shard = std::make_unique<Shard>();
     shard->index = s;
-    for (uint32_t k = 0; k < options.replication_factor; ++k) {
-      const uint32_t node = (s + k) % n;
-      shard->replicas.push_back(node);
-      if (node == options.self) shard->replica = true;
-    }
     r->shards_.push_back(std::move(shard));
   }
   absl::Status joined = r->Join();
@@ -113,14 +172,54 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Start(const ReplicatorOp
 
   r->threads_.emplace_back([p = r.get()] { p->CoordinateLoop(); });
   r->threads_.emplace_back([p = r.get()] { p->ElectionLoop(); });
-  for (auto& shard : r->shards_) {
-    if (!shard->replica) continue;
-    for (uint32_t node : shard->replicas) {
-      if (node == options.self) continue;
-      r->threads_.emplace_back([p = r.get(), s = shard.get(), node] { p->ShipLoop(s, node); });
+  r->EnsureShippers();
+  return r;
+}
+
+std::string Replicator::Address(uint32_t node) {
+  absl::MutexLock lock(&nodes_mu_);
+  return node < addresses_.size() ? addresses_[node] : "";
+}
+
+rv1::Replication::Stub* Replicator::PeerStub(uint32_t node) {
+  absl::MutexLock lock(&nodes_mu_);
+  auto it = stubs_.find(node);
+  if (it != stubs_.end()) return it->second.get();
+  if (node >= addresses_.size() || addresses_[node].empty()) return nullptr;
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      options_.peer_credentials != nullptr ? options_.peer_credentials
+                                           : grpc::InsecureChannelCredentials();
+  auto stub = rv1::Replication::NewStub(grpc::CreateChannel(addresses_[node], credentials));
+  rv1::Replication::Stub* raw = stub.get();
+  stubs_[node] = std::move(stub);
+  return raw;
+}
+
+absl::Status Replicator::InitializePlacement() {
+  absl::StatusOr<std::vector<EtcdKeyValue>> placed = etcd_->GetPrefix(Key("placement/"));
+  if (!placed.ok()) return placed.status();
+  std::vector<bool> has(shards_.size(), false);
+  for (const EtcdKeyValue& kv : *placed) {
+    uint32_t s;
+    if (absl::SimpleAtoi(kv.key.substr(kv.key.rfind('/') + 1), &s) && s < has.size()) {
+      has[s] = true;
     }
   }
-  return r;
+  // Shard s on nodes s..s+R-1 of those listed when the cluster was
+  // created: the same as before placement lived in etcd, so a cluster
+  // from then keeps its data where it is. Each key only if absent, so
+  // that the first node to start decides and nobody overwrites a move.
+  const uint32_t n = static_cast<uint32_t>(options_.nodes.size());
+  for (uint32_t s = 0; s < shards_.size(); ++s) {
+    if (has[s]) continue;
+    std::vector<uint32_t> voters;
+    for (uint32_t k = 0; k < options_.replication_factor; ++k) voters.push_back((s + k) % n);
+    const std::string key = Key(absl::StrCat("placement/", s));
+    absl::StatusOr<bool> put =
+        etcd_->Txn({{key, 0, std::nullopt}}, {{key, PlacementValue(voters, {}), 0, false}});
+    if (!put.ok()) return put.status();
+  }
+  return absl::OkStatus();
 }
 
 Replicator::~Replicator() { Stop(); }
@@ -137,6 +236,19 @@ absl::Status Replicator::Join() {
   if (!lease.ok()) return lease.status();
   lease_id_ = lease->id;
   lease_valid_until_ns_ = sent + absl::ToInt64Nanoseconds(TrustedLease(lease->ttl));
+
+  // Which shards this node holds: etcd's placement, written at the
+  // cluster's first start.
+  absl::Status placed = InitializePlacement();
+  if (!placed.ok()) return placed;
+  ReadLeadership();
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    if (shard->placement_revision == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot read the placement of shard ", shard->index, " from etcd"));
+    }
+  }
 
   const std::string member = Key(absl::StrCat("members/", options_.self));
   absl::StatusOr<std::optional<EtcdKeyValue>> known = etcd_->Get(member);
@@ -266,8 +378,10 @@ void Replicator::CoordinateLoop() {
     }
     StepDownWithoutLease();
     ReadLeadership();
+    EnsureShippers();
     ClearCaughtUpLearners();
     TrimLogs();
+    AdvanceMoves();
     if (!handing_off_.load()) BalanceLeaders();
   }
 }
@@ -350,14 +464,34 @@ void Replicator::ReadLeadership() {
     int64_t mod_revision = 0;
     uint64_t map_epoch = 0;
     int32_t handoff = -1;
+    bool placed = false;
+    std::vector<uint32_t> voters, learners;
+    int64_t placement_revision = 0;
+    Move move;
   };
   std::vector<Seen> seen(n);
+  std::map<uint32_t, std::string> members;
+  std::set<uint32_t> live, draining;
+  int64_t newest_placement = 0;
   for (const EtcdKeyValue& kv : *kvs) {
     absl::string_view rest = kv.key;
     if (!absl::ConsumePrefix(&rest, options_.etcd_prefix)) continue;
     std::vector<absl::string_view> parts = absl::StrSplit(rest, '/');
     uint32_t s;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &s) || s >= n) continue;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &s)) continue;
+    if (parts[0] == "members") {
+      members[s] = kv.value;
+      continue;
+    }
+    if (parts[0] == "nodes") {
+      live.insert(s);
+      continue;
+    }
+    if (parts[0] == "draining") {
+      draining.insert(s);
+      continue;
+    }
+    if (s >= n) continue;
     if (parts[0] == "leader") {
       std::vector<absl::string_view> value = absl::StrSplit(kv.value, ' ');
       int32_t node;
@@ -376,16 +510,59 @@ void Replicator::ReadLeadership() {
       }
     } else if (parts[0] == "handoff") {
       if (!absl::SimpleAtoi(kv.value, &seen[s].handoff)) seen[s].handoff = -1;
+    } else if (parts[0] == "placement") {
+      if (ParsePlacement(kv.value, &seen[s].voters, &seen[s].learners)) {
+        seen[s].placed = true;
+        seen[s].placement_revision = kv.mod_revision;
+        newest_placement = std::max(newest_placement, kv.mod_revision);
+      } else {
+        LogEvent(spdlog::level::err, "an etcd placement entry cannot be read; keeping the last",
+                 {{"key", kv.key}, {"value", kv.value}});
+      }
+    } else if (parts[0] == "moves") {
+      Move& move = seen[s].move;
+      if (ParseMove(kv.value, &move.from, &move.to, &move.state)) {
+        move.revision = kv.mod_revision;
+      } else {
+        move = Move();
+        LogEvent(spdlog::level::err, "an etcd move entry cannot be read",
+                 {{"key", kv.key}, {"value", kv.value}});
+      }
     }
+  }
+  {
+    absl::MutexLock lock(&nodes_mu_);
+    for (const auto& [node, address] : members) {
+      if (node >= addresses_.size()) addresses_.resize(node + 1);
+      // The address a node registered with is the one its peers use; the
+      // flags of this node may predate it.
+      if (addresses_[node] != address && !address.empty()) {
+        addresses_[node] = address;
+        stubs_.erase(node);
+      }
+    }
+    live_ = std::move(live);
+    draining_ = std::move(draining);
+    placement_revision_ = std::max(placement_revision_, newest_placement);
   }
   const int32_t self = static_cast<int32_t>(options_.self);
   std::vector<uint32_t> stale;  // Leader keys of an earlier run of this node.
   for (size_t s = 0; s < n; ++s) {
     Shard& shard = *shards_[s];
-    const Seen& view = seen[s];
+    Seen& view = seen[s];
     absl::MutexLock lock(&shard.mu);
     shard.handoff_to = view.handoff;
     shard.epoch = std::max({shard.epoch, view.epoch, view.map_epoch});
+    if (view.placed && view.placement_revision > shard.placement_revision) {
+      ApplyPlacement(&shard, std::move(view.voters), std::move(view.learners),
+                     view.placement_revision);
+    }
+    if (view.move.revision != shard.move.revision) {
+      const absl::Time gone = shard.move.to == view.move.to ? shard.move.target_gone_since
+                                                            : absl::InfiniteFuture();
+      shard.move = view.move;
+      shard.move.target_gone_since = gone;
+    }
     // An election this node won after the read began: the read may
     // predate its leader key.
     if (shard.electing || (shard.leading && shard.won_at >= read_at)) continue;
@@ -415,6 +592,90 @@ void Replicator::ReadLeadership() {
   }
 }
 
+void Replicator::ApplyPlacement(Shard* shard, std::vector<uint32_t> voters,
+                                std::vector<uint32_t> learners, int64_t revision) {
+  const uint32_t self = options_.self;
+  const bool first = shard->placement_revision == 0;
+  const bool held = shard->replica.load();
+  const bool holds = Holds(voters, self) || Holds(learners, self);
+  shard->voters = std::move(voters);
+  shard->learners = std::move(learners);
+  shard->placement_revision = revision;
+  shard->placed_learner = Holds(shard->learners, self);
+  const uint32_t s = shard->index;
+  const bool has_data = log_->Last(s).seq > 0 || log_->Applied(s).seq > 0;
+  if (holds && !held && !first && has_data) {
+    // Added back after it was removed: whatever is left of the old copy is
+    // dropped, and the leader copies the shard anew.
+    absl::Status dropped = log_->BeginRestore(s);
+    if (!dropped.ok()) {
+      LogEvent(spdlog::level::err, "cannot clear an old copy of a shard added back to this node",
+               {{"shard", absl::StrCat(s)}, {"error", dropped.message()}});
+    }
+  }
+  shard->replica = holds;
+  if (!holds) {
+    if (shard->leading) StepDown(shard, "this node no longer holds the shard");
+    shard->learner = false;
+    shard->restoring = false;
+    if (has_data) {
+      // Moved away: every replica that now holds the shard has what it
+      // committed, so this copy goes (records and log; the promise stays).
+      absl::Status dropped = log_->BeginRestore(s);
+      LogEvent(dropped.ok() ? spdlog::level::info : spdlog::level::err,
+               dropped.ok() ? "dropped a shard this node no longer holds"
+                            : "cannot drop a shard this node no longer holds",
+               {{"shard", absl::StrCat(s)}, {"error", std::string(dropped.message())}});
+    }
+  }
+  if (holds && !held && !first) {
+    LogEvent(spdlog::level::info,
+             shard->placed_learner ? "holding a shard as a learner (a move's target)"
+                                   : "holding a shard",
+             {{"shard", absl::StrCat(s)}});
+  }
+  if (shard->leading) {
+    // Ship to every replica of the new placement, and to no other.
+    for (auto it = shard->peers.begin(); it != shard->peers.end();) {
+      const bool member = Holds(shard->voters, it->first) || Holds(shard->learners, it->first);
+      it = member ? std::next(it) : shard->peers.erase(it);
+    }
+    const uint64_t next = log_->Last(s).seq + 1;
+    for (const std::vector<uint32_t>* nodes : {&shard->voters, &shard->learners}) {
+      for (uint32_t node : *nodes) {
+        if (node != self && !shard->peers.count(node)) shard->peers[node].next_seq = next;
+      }
+    }
+    AdvanceCommit(shard);
+  }
+  shard->changed.SignalAll();
+}
+
+void Replicator::EnsureShippers() {
+  std::vector<std::pair<uint32_t, uint32_t>> wanted;
+  for (auto& shard : shards_) {
+    if (!shard->replica) continue;
+    absl::MutexLock lock(&shard->mu);
+    for (const std::vector<uint32_t>* nodes : {&shard->voters, &shard->learners}) {
+      for (uint32_t node : *nodes) {
+        if (node != options_.self) wanted.emplace_back(shard->index, node);
+      }
+    }
+  }
+  absl::MutexLock lock(&shippers_mu_);
+  if (stopped_.load()) return;
+  for (const auto& pair : wanted) {
+    if (!shipping_.insert(pair).second) continue;
+    Shard* shard = shards_[pair.first].get();
+    const uint32_t peer = pair.second;
+    shippers_.emplace_back([this, shard, peer] {
+      ShipLoop(shard, peer);
+      absl::MutexLock lock(&shippers_mu_);
+      shipping_.erase({shard->index, peer});
+    });
+  }
+}
+
 void Replicator::ElectionLoop() {
   const absl::Duration tick = Tick(options_.lease_ttl);
   std::mt19937_64 random(std::random_device{}());
@@ -429,12 +690,15 @@ void Replicator::ElectionLoop() {
       if (!shard->replica) continue;
       {
         absl::MutexLock lock(&shard->mu);
-        if (shard->leader >= 0 || shard->leading || shard->learner) continue;
-        // The shard's first replica tries first, then the next, and so on,
+        if (shard->leader >= 0 || shard->leading || shard->learner || shard->placed_learner ||
+            !Holds(shard->voters, options_.self)) {
+          continue;
+        }
+        // The shard's first voter tries first, then the next, and so on,
         // so leadership spreads over the nodes; a handed-off shard goes to
         // its target at once.
-        const auto rank = std::find(shard->replicas.begin(), shard->replicas.end(), options_.self) -
-                          shard->replicas.begin();
+        const auto rank = std::find(shard->voters.begin(), shard->voters.end(), options_.self) -
+                          shard->voters.begin();
         absl::Duration wait = tick * 2 * rank;
         if (shard->handoff_to == static_cast<int32_t>(options_.self)) {
           wait = absl::ZeroDuration();
@@ -480,6 +744,18 @@ void Replicator::Elect(Shard* shard) {
     }
     map_revision = (*map)->mod_revision;
   }
+  // The voters as etcd holds them now; the transaction below wins only
+  // if they are still the voters then.
+  const std::string placement_key = Key(absl::StrCat("placement/", s));
+  absl::StatusOr<std::optional<EtcdKeyValue>> placement = etcd_->Get(placement_key);
+  if (!placement.ok() || !placement->has_value()) return;
+  std::vector<uint32_t> voters, learners;
+  if (!ParsePlacement((*placement)->value, &voters, &learners) ||
+      !Holds(voters, options_.self)) {
+    return;
+  }
+  const int64_t placement_revision = (*placement)->mod_revision;
+  const uint32_t majority = static_cast<uint32_t>(voters.size()) / 2 + 1;
   uint64_t known_epoch;
   {
     absl::MutexLock lock(&shard->mu);
@@ -516,15 +792,17 @@ void Replicator::Elect(Shard* shard) {
     ballot->best_node = options_.self;
   }
   uint32_t asked = 0;
-  for (uint32_t node : shard->replicas) {
+  for (uint32_t node : voters) {
     if (node == options_.self) continue;
+    rv1::Replication::Stub* stub = PeerStub(node);
+    if (stub == nullptr) continue;  // Its address is not known yet.
     ++asked;
     auto ask = std::make_shared<Ask>();
     ask->request.set_shard(s);
     ask->request.set_epoch(epoch);
     ask->request.set_candidate(options_.self);
     ask->context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl)));
-    PeerStub(node)->async()->Promise(
+    stub->async()->Promise(
         &ask->context, &ask->request, &ask->response, [ballot, ask, node](grpc::Status status) {
           absl::MutexLock lock(&ballot->mu);
           ++ballot->answered;
@@ -546,7 +824,6 @@ void Replicator::Elect(Shard* shard) {
   uint64_t refused_epoch;
   {
     absl::MutexLock lock(&ballot->mu);
-    const uint32_t majority = Majority();
     auto decided = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ballot->mu) {
       return ballot->granted >= majority || ballot->answered == asked;
     };
@@ -564,7 +841,7 @@ void Replicator::Elect(Shard* shard) {
     absl::MutexLock lock(&shard->mu);
     shard->epoch = std::max(shard->epoch, refused_epoch);
   }
-  if (granted < Majority()) {
+  if (granted < majority) {
     ++elections_lost_;
     return;
   }
@@ -591,7 +868,9 @@ void Replicator::Elect(Shard* shard) {
     shard->electing = true;
   }
   absl::StatusOr<bool> won =
-      etcd_->Txn({{shard_key, map_revision, std::nullopt}, {leader_key, 0, std::nullopt}},
+      etcd_->Txn({{shard_key, map_revision, std::nullopt},
+                  {leader_key, 0, std::nullopt},
+                  {placement_key, placement_revision, std::nullopt}},
                  {{shard_key, absl::StrCat(epoch), 0, false},
                   {leader_key, absl::StrCat(options_.self, " ", epoch), lease, false},
                   {Key(absl::StrCat("handoff/", s)), "", 0, true}});
@@ -621,9 +900,14 @@ void Replicator::Elect(Shard* shard) {
       shard->tokens = epoch << kTokenEpochShift;
       shard->epoch_start_seq = last.seq + 1;
       shard->commit_seq = log_->Applied(s).seq;
+      if (placement_revision > shard->placement_revision) {
+        ApplyPlacement(shard, voters, learners, placement_revision);
+      }
       shard->peers.clear();
-      for (uint32_t node : shard->replicas) {
-        if (node != options_.self) shard->peers[node].next_seq = last.seq + 1;
+      for (const std::vector<uint32_t>* nodes : {&shard->voters, &shard->learners}) {
+        for (uint32_t node : *nodes) {
+          if (node != options_.self) shard->peers[node].next_seq = last.seq + 1;
+        }
       }
     }
   }
@@ -666,6 +950,8 @@ void Replicator::Elect(Shard* shard) {
 absl::Status Replicator::CatchUpFrom(Shard* shard, uint32_t node, LogPosition target,
                                      uint64_t epoch) {
   const uint32_t s = shard->index;
+  rv1::Replication::Stub* stub = PeerStub(node);
+  if (stub == nullptr) return absl::UnavailableError(absl::StrCat("node ", node, " is not known"));
   // Entries already applied here are committed, so the source holds them
   // alike; past them this log may hold an older epoch's tail. The copy
   // starts at this log's end when the source's entry there is the same
@@ -680,7 +966,7 @@ absl::Status Replicator::CatchUpFrom(Shard* shard, uint32_t node, LogPosition ta
     rv1::ReadLogResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl)));
-    if (PeerStub(node)->ReadLog(&context, request, &response).ok() && response.entries_size() > 0 &&
+    if (stub->ReadLog(&context, request, &response).ok() && response.entries_size() > 0 &&
         response.entries(0).seq() == last.seq && response.entries(0).epoch() == last.epoch) {
       prev = last;
     }
@@ -694,7 +980,7 @@ absl::Status Replicator::CatchUpFrom(Shard* shard, uint32_t node, LogPosition ta
     rv1::ReadLogResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl) * 4));
-    grpc::Status status = PeerStub(node)->ReadLog(&context, request, &response);
+    grpc::Status status = stub->ReadLog(&context, request, &response);
     if (!status.ok()) {
       return absl::UnavailableError(
           absl::StrCat("reading node ", node, "'s log: ", status.error_message()));
@@ -720,10 +1006,15 @@ void Replicator::ShipLoop(Shard* shard, uint32_t peer) {
   const absl::Duration tick = Tick(options_.lease_ttl);
   while (true) {
     uint64_t epoch, next, commit;
+    bool to_learner;
     {
       absl::MutexLock lock(&shard->mu);
+      auto placed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) {
+        return shard->replica.load() &&
+               (Holds(shard->voters, peer) || Holds(shard->learners, peer));
+      };
       auto work = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) {
-        if (stopped_.load()) return true;
+        if (stopped_.load() || !placed()) return true;
         if (!shard->leading) return false;
         const Peer& p = shard->peers[peer];
         // New entries go at once; the commit alone waits for the next
@@ -732,11 +1023,20 @@ void Replicator::ShipLoop(Shard* shard, uint32_t peer) {
         return p.next_seq <= log_->Last(s).seq;
       };
       shard->mu.AwaitWithTimeout(absl::Condition(&work), tick);
-      if (stopped_.load()) return;
+      // A peer moved off the shard, or this node did: nothing more to ship.
+      if (stopped_.load() || !placed()) return;
       if (!shard->leading) continue;
       epoch = shard->lead_epoch;
       next = shard->peers[peer].next_seq;
       commit = shard->commit_seq;
+      to_learner = Holds(shard->learners, peer);
+    }
+    rv1::Replication::Stub* stub = PeerStub(peer);
+    if (stub == nullptr) {
+      // Placed before its address reached this node.
+      absl::MutexLock lock(&stop_mu_);
+      stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick);
+      continue;
     }
     // The entry before `next` and what follows it.
     LogPosition prev;
@@ -811,16 +1111,25 @@ void Replicator::ShipLoop(Shard* shard, uint32_t peer) {
       absl::MutexLock lock(&shard->mu);
       request.set_trim_seq(shard->trim_seq);
     }
+    // A move's copy goes at the move's pace, so that serving keeps its p99.
+    const uint64_t request_bytes = request.ByteSizeLong();
+    if (to_learner && !entries.empty()) PaceMove(shard, peer, request_bytes);
     rv1::AppendResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl)));
-    grpc::Status status = PeerStub(peer)->Append(&context, request, &response);
+    grpc::Status status = stub->Append(&context, request, &response);
     bool fenced = false;
     {
       absl::MutexLock lock(&shard->mu);
       if (!shard->leading || shard->lead_epoch != epoch) continue;
+      if (!shard->peers.count(peer)) continue;  // No longer placed.
       Peer& p = shard->peers[peer];
+      if (status.ok() && response.result() == rv1::AppendResponse::NOT_REPLICA) {
+        // It has not seen the placement that adds it yet.
+        status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "not a replica yet");
+      }
       if (status.ok()) {
+        p.sent_bytes += request_bytes;
         if (p.live_since == absl::InfiniteFuture() ||
             absl::Now() - p.last_heard > Tick(options_.lease_ttl) * 2) {
           p.live_since = absl::Now();
@@ -864,10 +1173,18 @@ void Replicator::ShipLoop(Shard* shard, uint32_t peer) {
 }
 
 void Replicator::AdvanceCommit(Shard* shard) {
-  std::vector<uint64_t> held = {log_->Last(shard->index).seq};
-  for (const auto& [node, peer] : shard->peers) held.push_back(peer.match_seq);
+  // Only voters count: a learner (a move's target) may hold less than a
+  // majority of voters does, and an entry acknowledged by it alone would
+  // not survive the loss of this leader.
+  std::vector<uint64_t> held;
+  if (Holds(shard->voters, options_.self)) held.push_back(log_->Last(shard->index).seq);
+  for (const auto& [node, peer] : shard->peers) {
+    if (Holds(shard->voters, node)) held.push_back(peer.match_seq);
+  }
+  const uint32_t majority = Majority(*shard);
+  if (held.size() < majority) return;
   std::sort(held.begin(), held.end(), std::greater<uint64_t>());
-  const uint64_t majority_holds = held[Majority() - 1];
+  const uint64_t majority_holds = held[majority - 1];
   if (majority_holds > shard->commit_seq && majority_holds >= shard->epoch_start_seq) {
     shard->commit_seq = majority_holds;
   }
@@ -897,7 +1214,7 @@ absl::Status Replicator::CheckLeading(uint32_t s) {
   if (shard.leading && shard.serving && LeaseValid()) return absl::OkStatus();
   if (shard.leader >= 0 && shard.leader != static_cast<int32_t>(options_.self)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "shard ", s, " is led by node ", shard.leader, " (", options_.nodes[shard.leader],
+        "shard ", s, " is led by node ", shard.leader, " (", Address(shard.leader),
         ") at epoch ", shard.epoch, "; fetch the topology and send it there"));
   }
   if (shard.leading && !shard.serving) {
@@ -1015,12 +1332,18 @@ rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request) 
     response.set_promised(log_->Promised(s));
     return response;
   };
-  if (s >= shards_.size() || !shards_[s]->replica) {
+  if (s >= shards_.size()) {
     response.set_result(rv1::AppendResponse::FENCED);
     return response;
   }
   Shard& shard = *shards_[s];
   absl::MutexLock lock(&shard.mu);
+  if (!shard.replica) {
+    // A move's target that has not read its new placement yet, or a
+    // replica moved off: either way nothing is appended here.
+    response.set_result(rv1::AppendResponse::NOT_REPLICA);
+    return response;
+  }
   if (request.epoch() < log_->Promised(s)) {
     ++fenced_appends_;
     return fill(rv1::AppendResponse::FENCED);
@@ -1084,6 +1407,11 @@ rv1::PromiseResponse Replicator::HandlePromise(const rv1::PromiseRequest& reques
   absl::MutexLock lock(&shard.mu);
   response.set_promised_epoch(log_->Promised(s));
   ToProto(log_->Applied(s), response.mutable_applied());
+  if (shard.placed_learner || !Holds(shard.voters, options_.self)) {
+    response.set_reason("this replica is a learner of the shard (a move's target) and does not vote");
+    ToProto(log_->Last(s), response.mutable_last());
+    return response;
+  }
   if (shard.learner) {
     response.set_reason("this replica is re-seeding and may not vote yet");
     ToProto(log_->Last(s), response.mutable_last());
@@ -1129,6 +1457,8 @@ absl::StatusOr<rv1::ReadLogResponse> Replicator::HandleReadLog(const rv1::ReadLo
 
 absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
   const uint32_t s = shard->index;
+  rv1::Replication::Stub* stub = PeerStub(peer);
+  if (stub == nullptr) return absl::UnavailableError(absl::StrCat("node ", peer, " is not known"));
   // Every entry through `position` is in the records copied; the log from
   // there on is replayed over the copy.
   const LogPosition position = log_->Applied(s);
@@ -1161,12 +1491,25 @@ absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
       out->set_value(std::move(value));
     }
     records += request.records_size();
+    const uint64_t request_bytes = request.ByteSizeLong();
+    bool to_learner;
+    {
+      absl::MutexLock lock(&shard->mu);
+      to_learner = Holds(shard->learners, peer);
+    }
+    if (to_learner) PaceMove(shard, peer, request_bytes);
     rv1::RestoreResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-    grpc::Status status = PeerStub(peer)->Restore(&context, request, &response);
+    grpc::Status status = stub->Restore(&context, request, &response);
     if (!status.ok()) return absl::UnavailableError(status.error_message());
     if (!response.accepted()) return absl::FailedPreconditionError(response.reason());
+    {
+      absl::MutexLock lock(&shard->mu);
+      if (auto it = shard->peers.find(peer); it != shard->peers.end()) {
+        it->second.sent_bytes += request_bytes;
+      }
+    }
     ++pages;
     if (page->done) break;
     after = page->last_key;
@@ -1177,7 +1520,9 @@ absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
             {"records", absl::StrCat(records)},
             {"pages", absl::StrCat(pages)}});
   absl::MutexLock lock(&shard->mu);
-  if (!shard->leading || shard->lead_epoch != epoch) return absl::OkStatus();
+  if (!shard->leading || shard->lead_epoch != epoch || !shard->peers.count(peer)) {
+    return absl::OkStatus();
+  }
   Peer& p = shard->peers[peer];
   p.match_seq = position.seq;
   p.next_seq = position.seq + 1;
@@ -1251,6 +1596,229 @@ rv1::RestoreResponse Replicator::HandleRestore(const rv1::RestoreRequest& reques
   return response;
 }
 
+void Replicator::PaceMove(Shard* shard, uint32_t peer, uint64_t bytes) {
+  const uint64_t rate = options_.move_bytes_per_second;
+  if (rate == 0) return;
+  absl::Time due;
+  {
+    absl::MutexLock lock(&shard->mu);
+    auto it = shard->peers.find(peer);
+    if (it == shard->peers.end()) return;
+    due = it->second.sending_since +
+          absl::Seconds(static_cast<double>(it->second.sent_bytes + bytes) / rate);
+  }
+  absl::MutexLock lock(&stop_mu_);
+  stop_mu_.AwaitWithDeadline(absl::Condition(&stopping_), due);
+}
+
+absl::Status Replicator::MoveShard(uint32_t s, uint32_t from, uint32_t to) {
+  if (s >= shards_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no shard ", s, ": the cluster has ", shards_.size()));
+  }
+  if (from == to) return absl::InvalidArgumentError("a move needs two different nodes");
+  const std::string placement_key = Key(absl::StrCat("placement/", s));
+  const std::string move_key = Key(absl::StrCat("moves/", s));
+  absl::StatusOr<std::optional<EtcdKeyValue>> placement = etcd_->Get(placement_key);
+  if (!placement.ok()) return placement.status();
+  absl::StatusOr<std::optional<EtcdKeyValue>> moving = etcd_->Get(move_key);
+  if (!moving.ok()) return moving.status();
+  absl::StatusOr<std::optional<EtcdKeyValue>> live = etcd_->Get(Key(absl::StrCat("nodes/", to)));
+  if (!live.ok()) return live.status();
+  absl::StatusOr<std::optional<EtcdKeyValue>> draining =
+      etcd_->Get(Key(absl::StrCat("draining/", to)));
+  if (!draining.ok()) return draining.status();
+  if (moving->has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard ", s, " is already moving (", (*moving)->value,
+        "); one move of a shard at a time: wait for it to finish"));
+  }
+  std::vector<uint32_t> voters, learners;
+  if (!placement->has_value() || !ParsePlacement((*placement)->value, &voters, &learners)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", s, " has no readable placement in etcd"));
+  }
+  if (!Holds(voters, from)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node ", from, " is not a voter of shard ", s, " (voters: ", NodeList(voters), ")"));
+  }
+  if (Holds(voters, to) || Holds(learners, to)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", to, " already holds shard ", s, " (voters: ", NodeList(voters),
+                     "; learners: ", NodeList(learners), ")"));
+  }
+  if (!live->has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node ", to, " is not live (it holds no etcd lease): start it, then move shards to it"));
+  }
+  if (draining->has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", to, " is draining: no shard moves to it"));
+  }
+  std::vector<uint32_t> with_target = learners;
+  with_target.push_back(to);
+  absl::StatusOr<bool> started = etcd_->Txn(
+      {{placement_key, (*placement)->mod_revision, std::nullopt}, {move_key, 0, std::nullopt}},
+      {{placement_key, PlacementValue(voters, with_target), 0, false},
+       {move_key, MoveValue(static_cast<int32_t>(from), static_cast<int32_t>(to), "adding"), 0,
+        false}});
+  if (!started.ok()) return started.status();
+  if (!*started) {
+    return absl::AbortedError(
+        absl::StrCat("the placement of shard ", s, " changed while the move was prepared; retry"));
+  }
+  LogEvent(spdlog::level::info, "shard move requested",
+           {{"shard", absl::StrCat(s)}, {"from", absl::StrCat(from)}, {"to", absl::StrCat(to)}});
+  return absl::OkStatus();
+}
+
+absl::Status Replicator::SetDraining(uint32_t node, bool draining) {
+  absl::StatusOr<std::optional<EtcdKeyValue>> member =
+      etcd_->Get(Key(absl::StrCat("members/", node)));
+  if (!member.ok()) return member.status();
+  if (!member->has_value()) {
+    return absl::NotFoundError(absl::StrCat("node ", node, " has never joined this cluster"));
+  }
+  const std::string key = Key(absl::StrCat("draining/", node));
+  if (draining) {
+    absl::StatusOr<int64_t> put = etcd_->Put(key, "draining");
+    if (!put.ok()) return put.status();
+  } else {
+    absl::StatusOr<int64_t> deleted = etcd_->Delete(key);
+    if (!deleted.ok()) return deleted.status();
+  }
+  return absl::OkStatus();
+}
+
+void Replicator::AdvanceMoves() {
+  const absl::Time now = absl::Now();
+  const absl::Duration tick = Tick(options_.lease_ttl);
+  for (auto& shard_ptr : shards_) {
+    Shard* shard = shard_ptr.get();
+    if (!shard->replica) continue;
+    enum class Step { kPromote, kHandOff, kRemove, kRollBack } step;
+    Move move;
+    uint64_t epoch;
+    std::vector<uint32_t> voters, learners;
+    int64_t placement_revision;
+    {
+      absl::MutexLock lock(&shard->mu);
+      if (!shard->leading || !shard->serving || shard->move.revision == 0) continue;
+      move = shard->move;
+      epoch = shard->lead_epoch;
+      voters = shard->voters;
+      learners = shard->learners;
+      placement_revision = shard->placement_revision;
+      const uint32_t to = static_cast<uint32_t>(move.to);
+      bool target_live;
+      {
+        absl::MutexLock nodes(&nodes_mu_);
+        target_live = live_.count(to) > 0;
+      }
+      if (move.state == "adding") {
+        if (!Holds(learners, to)) {
+          // The placement lost its learner (a rollback half seen): nothing
+          // to promote; the record goes.
+          step = Step::kRollBack;
+        } else if (!target_live) {
+          if (shard->move.target_gone_since == absl::InfiniteFuture()) {
+            shard->move.target_gone_since = now;
+          }
+          // A target that comes back within a few leases resumes the move;
+          // one that does not, rolls it back.
+          if (now - shard->move.target_gone_since < options_.lease_ttl * 3) continue;
+          step = Step::kRollBack;
+        } else {
+          shard->move.target_gone_since = absl::InfiniteFuture();
+          auto it = shard->peers.find(to);
+          if (it == shard->peers.end()) continue;
+          const Peer& p = it->second;
+          const uint64_t last = log_->Last(shard->index).seq;
+          if (now - p.last_heard > tick * 2 || p.match_seq + kPromoteLag < last ||
+              p.match_seq < shard->commit_seq - std::min(shard->commit_seq, kPromoteLag)) {
+            continue;
+          }
+          step = Step::kPromote;
+        }
+      } else {
+        // The source goes only once the target holds the log: until then
+        // the shard keeps its full set of live voters.
+        auto it = shard->peers.find(to);
+        if (static_cast<int32_t>(options_.self) != move.to) {
+          if (it == shard->peers.end() || now - it->second.last_heard > tick * 2 ||
+              it->second.match_seq + kPromoteLag < log_->Last(shard->index).seq) {
+            continue;
+          }
+        }
+        step = move.from == static_cast<int32_t>(options_.self) ? Step::kHandOff : Step::kRemove;
+      }
+    }
+    const uint32_t s = shard->index;
+    const std::string placement_key = Key(absl::StrCat("placement/", s));
+    const std::string move_key = Key(absl::StrCat("moves/", s));
+    const uint32_t from = static_cast<uint32_t>(move.from);
+    const uint32_t to = static_cast<uint32_t>(move.to);
+    if (step == Step::kHandOff) {
+      // The source leads: the target (a voter now) takes the shard, and
+      // removes the source as the new leader.
+      HandOffShard(shard, move.to, now + tick,
+                   absl::StrCat("the shard moves to node ", to));
+      continue;
+    }
+    // Only while this node still leads at `epoch`, the placement is the one
+    // read and the move record unchanged: one change of the replica set at
+    // a time, by the leader that sees it.
+    std::vector<EtcdCompare> compares = {
+        {Key(absl::StrCat("shards/", s)), 0, absl::StrCat(epoch)},
+        {placement_key, placement_revision, std::nullopt},
+        {move_key, move.revision, std::nullopt}};
+    std::vector<EtcdWrite> writes;
+    const char* done = "";
+    if (step == Step::kPromote) {
+      std::vector<uint32_t> new_voters = voters, new_learners;
+      for (uint32_t node : learners) {
+        if (node != to) new_learners.push_back(node);
+      }
+      new_voters.push_back(to);
+      writes = {{placement_key, PlacementValue(new_voters, new_learners), 0, false},
+                {move_key, MoveValue(move.from, move.to, "promoted"), 0, false}};
+      done = "move target caught up and votes";
+    } else if (step == Step::kRemove) {
+      // The target takes the source's place in the order of voters, which
+      // is the order leadership prefers.
+      if (!Holds(voters, to)) continue;  // Not promoted in this placement yet.
+      std::vector<uint32_t> new_voters = voters;
+      if (Holds(voters, from)) {
+        new_voters.clear();
+        for (uint32_t node : voters) {
+          if (node == from) {
+            new_voters.push_back(to);
+          } else if (node != to) {
+            new_voters.push_back(node);
+          }
+        }
+      }
+      writes = {{placement_key, PlacementValue(new_voters, learners), 0, false},
+                {move_key, "", 0, true}};
+      done = "shard moved";
+    } else {
+      std::vector<uint32_t> new_learners;
+      for (uint32_t node : learners) {
+        if (node != to) new_learners.push_back(node);
+      }
+      writes = {{placement_key, PlacementValue(voters, new_learners), 0, false},
+                {move_key, "", 0, true}};
+      done = "shard move rolled back (its target is gone, or no longer a learner)";
+    }
+    absl::StatusOr<bool> changed = etcd_->Txn(compares, writes);
+    if (!changed.ok() || !*changed) continue;
+    LogEvent(step == Step::kRollBack ? spdlog::level::warn : spdlog::level::info, done,
+             {{"shard", absl::StrCat(s)}, {"from", absl::StrCat(from)}, {"to", absl::StrCat(to)}});
+    // Taken at once rather than at the next read.
+    ReadLeadership();
+  }
+}
+
 void Replicator::HandOff(absl::Duration timeout) {
   handing_off_ = true;
   const absl::Time deadline = absl::Now() + timeout;
@@ -1274,7 +1842,9 @@ bool Replicator::HandOffShard(Shard* shard, int32_t to, absl::Time deadline,
       if (!shard->leading) return true;
       const uint64_t last = log_->Last(s).seq;
       for (const auto& [node, peer] : shard->peers) {
-        if (peer.match_seq >= last && (to < 0 || static_cast<int32_t>(node) == to)) {
+        // Only a voter can be elected: a learner is skipped.
+        if (peer.match_seq >= last && Holds(shard->voters, node) &&
+            (to < 0 || static_cast<int32_t>(node) == to)) {
           target = static_cast<int32_t>(node);
           return true;
         }
@@ -1290,6 +1860,14 @@ bool Replicator::HandOffShard(Shard* shard, int32_t to, absl::Time deadline,
     }
     StepDown(shard,
              target >= 0 ? absl::StrCat(why, ": handed to node ", target) : std::string(why));
+    if (target >= 0) {
+      // Until this node reads the handoff key back, it would contend for
+      // the shard as if nobody had been named: as the shard's first voter,
+      // at once, and it would win it back from its own target.
+      shard->handoff_to = target;
+      shard->next_election =
+          std::max(shard->next_election, absl::Now() + options_.lease_ttl / 2);
+    }
   }
   const std::string key = Key(absl::StrCat("leader/", s));
   std::vector<EtcdWrite> writes = {{key, "", 0, true}};
@@ -1306,11 +1884,15 @@ void Replicator::BalanceLeaders() {
   const absl::Time now = absl::Now();
   for (auto& shard : shards_) {
     if (!shard->replica) continue;
-    const uint32_t home = shard->replicas.front();
-    if (home == options_.self) continue;
+    uint32_t home;
     {
       absl::MutexLock lock(&shard->mu);
-      if (!shard->leading || !shard->serving) continue;
+      if (!shard->leading || !shard->serving || shard->voters.empty() ||
+          shard->move.revision != 0) {
+        continue;
+      }
+      home = shard->voters.front();
+      if (home == options_.self) continue;
       auto it = shard->peers.find(home);
       if (it == shard->peers.end()) continue;
       // The home node must have answered steadily for a whole lease.
@@ -1339,6 +1921,13 @@ void Replicator::Stop() {
   }
   for (std::thread& thread : threads_) thread.join();
   threads_.clear();
+  // The coordinating thread, which starts shippers, has ended.
+  std::vector<std::thread> shippers;
+  {
+    absl::MutexLock lock(&shippers_mu_);
+    shippers.swap(shippers_);
+  }
+  for (std::thread& thread : shippers) thread.join();
   if (const int64_t id = lease_id_.exchange(0); id != 0) {
     // Ends this node's leader keys now: the other replicas need not wait
     // for the lease to run out.
@@ -1348,12 +1937,35 @@ void Replicator::Stop() {
 
 void Replicator::FillTopology(v1::TopologyResponse* response) {
   response->set_replication_factor(options_.replication_factor);
-  uint64_t version = 0;
+  {
+    // Every node this one knows, where clients reach it: the static list
+    // of the flags, grown by the nodes that joined since.
+    absl::MutexLock lock(&nodes_mu_);
+    response->clear_nodes();
+    for (const std::string& address : addresses_) response->add_nodes(address);
+    for (uint32_t node : live_) response->add_live_nodes(node);
+    for (uint32_t node : draining_) response->add_draining_nodes(node);
+    response->set_placement_revision(static_cast<uint64_t>(placement_revision_));
+  }
+  uint64_t version = response->placement_revision();
   for (const ShardView& view : Views()) {
     v1::ShardLeader* out = response->add_leaders();
     out->set_shard(view.shard);
     out->set_leader(view.leader);
     out->set_epoch(view.epoch);
+    for (uint32_t node : view.voters) out->add_voters(node);
+    for (uint32_t node : view.learners) out->add_learners(node);
+    if (view.move_to >= 0) {
+      v1::ShardMove* move = out->mutable_move();
+      move->set_from(static_cast<uint32_t>(view.move_from));
+      move->set_to(static_cast<uint32_t>(view.move_to));
+      move->set_state(view.move_state);
+      if (view.leading) {
+        move->set_progress_known(true);
+        move->set_copied_bytes(view.move_copied_bytes);
+        move->set_behind(view.move_behind);
+      }
+    }
     version = version * 1000003 + view.epoch * 31 + static_cast<uint64_t>(view.leader + 1);
     if (!view.leading) continue;
     v1::ReplicaStatus* self = out->add_replicas();
@@ -1393,6 +2005,18 @@ std::vector<ShardView> Replicator::Views() {
     view.leading = shard.leading && shard.serving;
     view.learner = shard.learner;
     view.commit_seq = shard.commit_seq;
+    view.voters = shard.voters;
+    view.learners = shard.learners;
+    if (shard.move.revision != 0) {
+      view.move_from = shard.move.from;
+      view.move_to = shard.move.to;
+      view.move_state = shard.move.state;
+      if (auto it = shard.peers.find(static_cast<uint32_t>(shard.move.to));
+          it != shard.peers.end()) {
+        view.move_copied_bytes = it->second.sent_bytes;
+        view.move_behind = view.last.seq > it->second.match_seq ? view.last.seq - it->second.match_seq : 0;
+      }
+    }
     if (shard.leader < 0 && shard.leaderless_since != absl::InfiniteFuture()) {
       view.without_leader = now - shard.leaderless_since;
     }

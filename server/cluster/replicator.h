@@ -3,9 +3,10 @@
 
 // The replica sets of docs/replication.md, on one node.
 //
-// Every shard has `replication_factor` replicas: nodes s, s+1, ... (mod n)
-// of cluster.nodes. One of them leads the shard and serves its calls; the
-// others follow. The store decides every call exactly as a single node
+// Every shard has `replication_factor` replicas, placed by etcd
+// (docs/elastic.md): nodes s, s+1, ... (mod n) of the first cluster.nodes
+// when the cluster is created, and wherever shard moves take them since.
+// One of them leads the shard and serves its calls; the others follow. The store decides every call exactly as a single node
 // does; this class turns the writes it decided into the next entries of
 // the shard's log (storage/replication_log.h), ships them to the
 // followers, and answers once a majority holds them (§2).
@@ -15,7 +16,12 @@
 //   leader/<s>   "<node> <epoch>", attached to the leader's etcd lease;
 //   handoff/<s>  the follower a leader that stops hands the shard to;
 //   members/<i>  written once node i has joined with its data;
-//   learner/<i>/<s>  node i re-seeds shard s and may not vote for it yet.
+//   learner/<i>/<s>  node i re-seeds shard s and may not vote for it yet;
+//   placement/<s>  "voters=a,b,c learners=d": who holds the shard;
+//   moves/<s>    "from=a to=d state=adding|promoted": a move under way,
+//                driven by the shard's leader (docs/elastic.md §3);
+//   draining/<i> node i is being emptied: no move targets it.
+// Every change of placement/<s> is an etcd transaction on its revision.
 // A shard whose leader/<s> key is gone (its lease ended) is taken over by a
 // replica that gathers promises for epoch+1 from a majority, adopts the
 // most advanced log among them, and wins an etcd transaction on shards/<s>
@@ -29,14 +35,16 @@
 // above every token of any earlier epoch, so a key's tokens grow across
 // any sequence of failovers without a ceiling to replicate.
 //
-// Thread-safe. Threads: one keeps the etcd lease and reads the leadership
-// keys; one runs elections; one per (shard, follower) ships the log while
-// this node leads the shard.
+// Thread-safe. Threads: one keeps the etcd lease, reads the leadership
+// and placement keys and advances moves; one runs elections; one per
+// (shard, other replica) ships the log while this node leads the shard.
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,6 +74,8 @@ struct ReplicatorOptions {
   absl::Duration lease_ttl = absl::Seconds(10);
   // How this node calls its peers.
   std::shared_ptr<grpc::ChannelCredentials> peer_credentials;
+  // What a leader sends the target of a move, at most.
+  uint64_t move_bytes_per_second = 32ull << 20;
 };
 
 // What the node knows of one shard, for Topology and the metrics.
@@ -87,6 +97,15 @@ struct ShardView {
     bool live = false;
   };
   std::vector<Follower> followers;  // When leading.
+  std::vector<uint32_t> voters;
+  std::vector<uint32_t> learners;
+  // A move under way: from, to and state ("adding", "promoted"); when
+  // leading, bytes sent to the target so far and how far behind it is.
+  int32_t move_from = -1;
+  int32_t move_to = -1;
+  std::string move_state;
+  uint64_t move_copied_bytes = 0;
+  uint64_t move_behind = 0;
 };
 
 // Counters since start, for the metrics.
@@ -133,6 +152,13 @@ class Replicator : public storage::ShardReplicator {
   // Topology's replicated part: per shard, leader, epoch and, for the
   // shards this node leads, its followers.
   void FillTopology(v1::TopologyResponse* response);
+
+  // Admin (docs/elastic.md): starts moving `shard` from voter `from` to
+  // the live node `to`; the shard's leader carries the move out. Refuses
+  // with FAILED_PRECONDITION and the reason what is not safe.
+  absl::Status MoveShard(uint32_t shard, uint32_t from, uint32_t to);
+  // Marks a node draining (no move targets it) or not.
+  absl::Status SetDraining(uint32_t node, bool draining);
   std::vector<ShardView> Views();
   ReplicatorCounters Counters() const;
 
@@ -144,13 +170,33 @@ class Replicator : public storage::ShardReplicator {
     absl::Time last_heard = absl::InfinitePast();
     // Since when it has answered without a gap; InfiniteFuture: never.
     absl::Time live_since = absl::InfiniteFuture();
+    // Bytes sent since it became a peer, and since when: a learner's
+    // share is paced to move_bytes_per_second.
+    uint64_t sent_bytes = 0;
+    absl::Time sending_since = absl::Now();
+  };
+  // moves/<s> as read from etcd.
+  struct Move {
+    int32_t from = -1;
+    int32_t to = -1;
+    std::string state;
+    int64_t revision = 0;
+    // When this node first saw the target without a live lease.
+    absl::Time target_gone_since = absl::InfiniteFuture();
   };
   struct Shard {
     absl::Mutex mu;
     absl::CondVar changed;  // Log, commit or leadership changed.
     uint32_t index = 0;
-    std::vector<uint32_t> replicas;  // Node indices, this node's included.
-    bool replica = false;
+    // Placement (node indices), from etcd: who votes, who only follows.
+    std::vector<uint32_t> voters ABSL_GUARDED_BY(mu);
+    std::vector<uint32_t> learners ABSL_GUARDED_BY(mu);
+    int64_t placement_revision ABSL_GUARDED_BY(mu) = 0;
+    Move move ABSL_GUARDED_BY(mu);
+    // This node holds the shard (a voter or a learner of the placement).
+    std::atomic<bool> replica{false};
+    // This node holds it without a vote (a move's target catching up).
+    bool placed_learner ABSL_GUARDED_BY(mu) = false;
     // Learned from etcd (or from the leader's appends).
     int32_t leader ABSL_GUARDED_BY(mu) = -1;
     uint64_t epoch ABSL_GUARDED_BY(mu) = 0;
@@ -190,10 +236,33 @@ class Replicator : public storage::ShardReplicator {
 
   std::string Key(absl::string_view suffix) const;
   bool LeaseValid() const;
-  uint32_t Majority() const { return options_.replication_factor / 2 + 1; }
-  replication::v1::Replication::Stub* PeerStub(uint32_t node) { return stubs_[node].get(); }
+  // Of the shard's voters.
+  static uint32_t Majority(const Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+    return static_cast<uint32_t>(shard.voters.size()) / 2 + 1;
+  }
+  static bool Holds(const std::vector<uint32_t>& nodes, uint32_t node) {
+    return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
+  }
+  // The stub of a known node, or null.
+  replication::v1::Replication::Stub* PeerStub(uint32_t node);
+  std::string Address(uint32_t node);
 
   absl::Status Join();
+  // Writes the initial placement of every shard that has none.
+  absl::Status InitializePlacement();
+  // Takes the placement etcd holds for the shard: starts or stops holding
+  // it (dropping its data once it holds it no more), gains or loses a vote,
+  // and, when leading, the peers it ships to.
+  void ApplyPlacement(Shard* shard, std::vector<uint32_t> voters, std::vector<uint32_t> learners,
+                      int64_t revision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu);
+  // Starts a shipping thread for every (shard, replica) pair without one.
+  void EnsureShippers();
+  // As the leader of a moving shard: the move's next step (§3 of
+  // docs/elastic.md), or its rollback when the target is gone.
+  void AdvanceMoves();
+  // Sleeps as long as sending `bytes` more to a learner needs, at the
+  // move rate.
+  void PaceMove(Shard* shard, uint32_t peer, uint64_t bytes);
   absl::Status RenewLease();
   void CoordinateLoop();
   void ElectionLoop();
@@ -234,7 +303,23 @@ class Replicator : public storage::ShardReplicator {
   storage::ReplicationLog* const log_;
   storage::Store* const store_;
   std::vector<std::unique_ptr<Shard>> shards_;
-  std::vector<std::unique_ptr<replication::v1::Replication::Stub>> stubs_;  // By node.
+
+  // The nodes: addresses (from the flags, then etcd's members/ keys), who
+  // has a live lease and who drains. Stubs are never removed, so a
+  // pointer to one stays valid.
+  absl::Mutex nodes_mu_;
+  std::vector<std::string> addresses_ ABSL_GUARDED_BY(nodes_mu_);
+  std::set<uint32_t> live_ ABSL_GUARDED_BY(nodes_mu_);
+  std::set<uint32_t> draining_ ABSL_GUARDED_BY(nodes_mu_);
+  std::map<uint32_t, std::unique_ptr<replication::v1::Replication::Stub>> stubs_
+      ABSL_GUARDED_BY(nodes_mu_);
+  int64_t placement_revision_ ABSL_GUARDED_BY(nodes_mu_) = 0;
+
+  // Shipping threads by (shard, peer); started by the coordinating thread,
+  // each ends when its peer leaves the shard's placement.
+  absl::Mutex shippers_mu_;
+  std::set<std::pair<uint32_t, uint32_t>> shipping_ ABSL_GUARDED_BY(shippers_mu_);
+  std::vector<std::thread> shippers_ ABSL_GUARDED_BY(shippers_mu_);
 
   std::atomic<int64_t> lease_id_{0};
   // Steady-clock nanoseconds until which this node's lease is certainly its
