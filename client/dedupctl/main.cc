@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "cluster_change.h"
 #include "cluster_status.h"
 #include "dedup/build_info.h"
 #include "dedup/client/client.h"
@@ -37,6 +38,7 @@ Commands:
   scan NAMESPACE [--state=in_progress|completed|released|failed] [--older_than=10m] [--limit=N]
   health
   cluster status
+  cluster add-node ADDR | remove-node ADDR | move-shard SHARD --to=ADDR | rebalance
 
 Global options (before or after the command):
   --endpoint=HOST:PORT  dedupd address (default $DEDUPD_ENDPOINT, else 127.0.0.1:7400)
@@ -60,12 +62,15 @@ Exit codes:
   14 STALE_TOKEN   15 NOT_FOUND (or ABSENT for query)
   16 cluster status: a shard has no leader, or fewer live replicas than a
      majority (replication_factor/2+1)
+  (cluster add-node, remove-node, move-shard, rebalance: 0 done, 1 refused,
+     rolled back or not done within --wait)
 
 Examples:
   dedupctl claim coupon-deduct order-1001 --owner=$(hostname)-$$
   dedupctl complete coupon-deduct order-1001 --token=7 --result='{"deducted":true}'
   dedupctl scan coupon-deduct --state=in_progress --older_than=10m --json
   dedupctl --endpoint=10.0.0.5:7400 cluster status
+  dedupctl --endpoint=10.0.0.5:7400 cluster add-node dedupd-3.dedupd:7400
 )";
 
 struct CommandSpec {
@@ -126,7 +131,7 @@ const std::map<std::string, CommandSpec>& Commands() {
         "  Exit 0 if dedupd reports dedup.v1.Dedup SERVING, else 1."}},
       {"cluster",
        {1,
-        {},
+        {"wait", "to", "from"},
         {},
         "dedupctl cluster status [--json]\n"
         "  Asks --endpoint, then every node of its cluster map, for its Topology, and\n"
@@ -136,7 +141,24 @@ const std::map<std::string, CommandSpec>& Commands() {
         "  with each shard's owner.\n"
         "  Exit 0 when every shard has a leader and a majority (replication_factor/2+1)\n"
         "  of live replicas (not replicated: when every node answered); 16 when not,\n"
-        "  each such shard named on stderr; 1 when no endpoint answered."}},
+        "  each such shard named on stderr; 1 when no endpoint answered."
+        "\n\n"
+        "Replicated clusters change shape online (docs/elastic.md); each command below\n"
+        "prints progress (shards moved of the total, bytes copied, ETA) and waits\n"
+        "until the cluster is there, at most --wait (default 30m):\n"
+        "dedupctl cluster add-node ADDR [--wait=30m]\n"
+        "  Waits until the dedupd at ADDR (started with this cluster's etcd, name and\n"
+        "  a --cluster_nodes list giving it ADDR) has joined, then rebalances.\n"
+        "dedupctl cluster remove-node ADDR [--wait=30m]\n"
+        "  Marks ADDR draining and moves every shard replica it holds to the other\n"
+        "  nodes; exit 0 once it holds none, and it can be stopped. Refused when the\n"
+        "  other live nodes are fewer than the replication factor.\n"
+        "dedupctl cluster move-shard SHARD --to=ADDR [--from=ADDR] [--wait=30m]\n"
+        "  Moves one replica of SHARD to ADDR: from --from, else from the voter holding\n"
+        "  the most shards. Exit 1 when refused or rolled back.\n"
+        "dedupctl cluster rebalance [--wait=30m]\n"
+        "  Moves replicas until every live node that is not draining holds within one\n"
+        "  of the others, moving at most two shards at a time."}},
   };
   return *commands;
 }
@@ -347,8 +369,14 @@ int Main(int argc, char** argv) {
     std::cout << spec.usage << "\n";
     return kExitOk;
   }
-  if (static_cast<int>(args.positional.size()) != spec.positional) {
-    UsageError(absl::StrCat(args.command, " takes ", spec.positional, " argument(s), got ",
+  const bool cluster_change = args.command == "cluster" && !args.positional.empty() &&
+                              args.positional[0] != "status";
+  const int wanted =
+      !cluster_change ? spec.positional
+      : (args.positional[0] == "rebalance") ? 1
+                                           : 2;
+  if (static_cast<int>(args.positional.size()) != wanted) {
+    UsageError(absl::StrCat(args.command, " takes ", wanted, " argument(s), got ",
                             args.positional.size()),
                spec.usage);
   }
@@ -362,8 +390,18 @@ int Main(int argc, char** argv) {
       UsageError(absl::StrCat(args.command, " needs --", name), spec.usage);
     }
   }
-  if (args.command == "cluster" && args.positional[0] != "status") {
+  static const std::set<std::string> kClusterCommands = {"status", "add-node", "remove-node",
+                                                         "move-shard", "rebalance"};
+  if (args.command == "cluster" && kClusterCommands.count(args.positional[0]) == 0) {
     UsageError(absl::StrCat("unknown cluster command '", args.positional[0], "'"), spec.usage);
+  }
+  if (args.command == "cluster" && args.positional[0] != "move-shard" &&
+      (args.options.count("to") || args.options.count("from"))) {
+    UsageError("--to and --from belong to cluster move-shard", spec.usage);
+  }
+  if (args.command == "cluster" && args.positional[0] == "move-shard" &&
+      Option(args, "to").empty()) {
+    UsageError("cluster move-shard needs --to=ADDR", spec.usage);
   }
 
   client::ClientOptions options;
@@ -393,6 +431,30 @@ int Main(int argc, char** argv) {
   if (DurationOption(args, "timeout", spec.usage, &timeout_ms)) {
     if (timeout_ms <= 0) UsageError("--timeout must be positive", spec.usage);
     options.default_timeout = absl::Milliseconds(timeout_ms);
+  }
+  if (cluster_change) {
+    ChangeContext change;
+    change.endpoints = options.endpoint;
+    change.credentials = options.credentials;
+    change.call_timeout = options.default_timeout;
+    int64_t wait_ms = 0;
+    if (DurationOption(args, "wait", spec.usage, &wait_ms)) {
+      if (wait_ms <= 0) UsageError("--wait must be positive", spec.usage);
+      change.wait = absl::Milliseconds(wait_ms);
+    }
+    change.out = &std::cout;
+    change.err = &std::cerr;
+    const std::string& what = args.positional[0];
+    if (what == "rebalance") return RunRebalance(change);
+    if (what == "add-node") return RunAddNode(change, args.positional[1]);
+    if (what == "remove-node") return RunRemoveNode(change, args.positional[1]);
+    uint32_t shard = 0;
+    if (!absl::SimpleAtoi(args.positional[1], &shard)) {
+      UsageError(absl::StrCat("cluster move-shard: '", args.positional[1],
+                              "' is not a shard number"),
+                 spec.usage);
+    }
+    return RunMoveShard(change, shard, Option(args, "to"), Option(args, "from"));
   }
   if (args.command == "cluster") {
     return RunClusterStatus(options.endpoint, options.credentials, options.default_timeout,
