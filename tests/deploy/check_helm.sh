@@ -9,16 +9,19 @@
 #    ${XDG_CACHE_HOME:-$HOME/.cache}/dedup-helm. Fails clearly when npm is
 #    missing or the registry does not answer within NPM_TIMEOUT seconds.
 # 2. `helm lint --strict`, and that values.schema.json and the templates
-#    refuse bad values (replicas 0, replicas above shards, an unknown
-#    durability, a bad namespace name, a misspelt value; a replication
-#    factor above replicas, etcd settings that contradict it, grants a
-#    replicated cluster's nodes could not pass, a grace period shorter than
-#    the stop).
+#    refuse bad values (replicaCount 0, or its deprecated alias replicas 0,
+#    unreplicated more nodes than shards, an unknown durability, a bad
+#    namespace name, a misspelt value; a replication factor above
+#    replicaCount, etcd settings that contradict it, grants a replicated
+#    cluster's nodes or its cluster Jobs could not pass, a grace period
+#    shorter than the stop).
 # 3. `helm template` with 1 replica, 3 unreplicated, the defaults
 #    (replicationFactor 3 with the chart's etcd), replicationFactor 3 with
 #    an existing etcd, 3 with the ServiceMonitor and PrometheusRule, with
 #    required anti-affinity, with TLS from a Secret and the NetworkPolicy,
-#    and with cert-manager and grants; each rendering is
+#    with cert-manager and grants, 5 nodes by replicaCount and by the
+#    deprecated replicas (which wins over replicaCount), and without the
+#    cluster Jobs; each rendering is
 #    turned into JSON by helm itself (fromYaml/toJson in a throwaway chart)
 #    and checked with python3's standard library: the StatefulSet, its
 #    Services, volumes, security context, probes, preStop hook and grace
@@ -26,18 +29,22 @@
 #    etcd_endpoints and the cluster name when replicated, none otherwise),
 #    the etcd StatefulSet, Service, PodDisruptionBudget and NetworkPolicy
 #    when the chart deploys etcd, the replica grant and client usage of the
-#    nodes' certificate, PodDisruptionBudget and monitoring objects, and
-#    that the PrometheusRule holds the groups of
-#    deploy/prometheus/dedupd-alerts.yaml (and, with promtool on PATH, that
-#    `promtool check rules` accepts them).
+#    nodes' certificate, PodDisruptionBudget and monitoring objects, the
+#    cluster Jobs (drain before an upgrade, rebalance after, their TLS, the
+#    admin grant, the NetworkPolicy) when replicated and none otherwise,
+#    the deprecation note in NOTES.txt, and that the PrometheusRule holds
+#    the groups of deploy/prometheus/dedupd-alerts.yaml (and, with promtool
+#    on PATH, that `promtool check rules` accepts them).
 # 4. docker-entrypoint.sh derives --node_index from the pod name and refuses
 #    what it cannot map.
 # 5. The upgrade guard: against a minimal fake Kubernetes API on loopback
 #    that holds the replicated 3-replica StatefulSet, `helm template
-#    --dry-run=server` (which runs `lookup`) refuses other replicas, shards
-#    or replicationFactor, another etcd.members or dropping the chart's etcd,
-#    unless allowClusterReshape=true; a StatefulSet of a chart before
-#    replication (no recorded factor) counts as factor 1.
+#    --dry-run=server` (which runs `lookup`) accepts another replicaCount
+#    (or replicas) and refuses other shards or replicationFactor, another
+#    etcd.members or dropping the chart's etcd, unless
+#    allowClusterReshape=true; holding the unreplicated one, it refuses
+#    another replicaCount too; a StatefulSet of a chart before replication
+#    (no recorded factor) counts as factor 1.
 # 6. With DEDUPD_BINARY, the rendered ConfigMaps and StatefulSet arguments
 #    (unreplicated, replicated with the chart's etcd and with an existing
 #    one, with grants) pass `dedupd --check_config` through the entrypoint
@@ -49,6 +56,15 @@
 #    trip. With both binaries, its script runs against a real dedupd on
 #    127.0.0.1 (dedupctl's path swapped for the built one) and must pass;
 #    the same script against a server that forgets completions must fail.
+# 8. The cluster Jobs' script, as rendered, against a stand-in dedupctl
+#    that answers `cluster status --json` with a given node list and logs
+#    every call: drain removes exactly the nodes at ordinal replicaCount and
+#    above, highest first, waits for a cluster that does not answer yet,
+#    fails on a node list it does not recognise and on a failed
+#    remove-node; rebalance adds every pod, then rebalances. With both
+#    binaries, the drain reads the node list out of what the built
+#    dedupctl's `cluster status --json` prints for a real dedupd. The
+#    script passes shellcheck, when that is on PATH.
 #
 # Exits 0 when everything holds, 1 on a failed check, 77 (ctest: skipped)
 # where the packaged helm cannot run (not Linux x86-64) and HELM is unset.
@@ -139,10 +155,10 @@ say "helm $("$helm" version --short) ($helm)"
 "$helm" lint --strict "$chart" >"$work/lint.log" 2>&1 ||
   { cat "$work/lint.log" >&2; die "helm lint --strict $chart"; }
 say "ok - helm lint --strict (default values)"
-"$helm" lint --strict "$chart" --set replicas=1 --set replicationFactor=1 \
+"$helm" lint --strict "$chart" --set replicaCount=1 --set replicationFactor=1 \
   --set serviceMonitor.enabled=true --set prometheusRule.enabled=true >"$work/lint.log" 2>&1 ||
-  { cat "$work/lint.log" >&2; die "helm lint --strict with replicas=1 and monitoring"; }
-say "ok - helm lint --strict (replicas=1, serviceMonitor and prometheusRule enabled)"
+  { cat "$work/lint.log" >&2; die "helm lint --strict with replicaCount=1 and monitoring"; }
+say "ok - helm lint --strict (replicaCount=1, serviceMonitor and prometheusRule enabled)"
 "$helm" lint --strict "$chart" --set "etcd.endpoints[0]=etcd-0.etcd.infra.svc:2379" \
   >"$work/lint.log" 2>&1 ||
   { cat "$work/lint.log" >&2; die "helm lint --strict with an existing etcd"; }
@@ -164,8 +180,11 @@ refuse() {
     say "ok - refuses $* ($expect)"
   fi
 }
+refuse "replicaCount: Must be greater than or equal to 1" --set replicaCount=0
 refuse "replicas: Must be greater than or equal to 1" --set replicas=0
-refuse "must not exceed shards" --set replicas=20 --set shards=16 --set replicationFactor=1
+refuse "replicaCount (20) must not exceed shards (16)" --set replicaCount=20 --set shards=16 \
+  --set replicationFactor=1
+refuse "replicaCount (20) must not exceed shards (16)" --set replicas=20 --set replicationFactor=1
 refuse "durability must be one of" --set durability=async
 refuse "namespaces.0.name" --set "namespaces[0].name=Bad_Name"
 refuse "helmTest.tlsSecretName" --set tls.enabled=true --set tls.secretName=dedupd-tls
@@ -182,7 +201,11 @@ refuse "auth.grants.0.roles.0" --set "auth.grants[0].identity=a" \
 refuse "Additional property replica is not allowed" --set replica=3
 # Replication.
 refuse "replicationFactor: Must be greater than or equal to 1" --set replicationFactor=0
-refuse "replicationFactor (3) must not exceed replicas (1)" --set replicas=1
+refuse "replicaCount (1) must be at least replicationFactor (3)" --set replicaCount=1
+refuse "replicaCount (2) must be at least replicationFactor (3)" --set replicas=2
+refuse "replicaCount (2) must be at least replicationFactor (3)" --set replicaCount=2 \
+  --set "etcd.endpoints[0]=etcd:2379"
+refuse "clusterJobs.wait: Does not match pattern" --set clusterJobs.wait=forever
 refuse "etcd.endpoints: set with replicationFactor 1" --set replicationFactor=1 \
   --set "etcd.endpoints[0]=etcd:2379"
 refuse "etcd.deploy: true with replicationFactor 1" --set replicationFactor=1 --set etcd.deploy=true
@@ -198,6 +221,16 @@ refuse "auth.grants with replicationFactor 3 need tls.enabled" \
 refuse "its identity needs a grant" --set tls.enabled=true --set tls.secretName=dedupd-tls \
   --set helmTest.enabled=false --set "auth.grants[0].identity=a" \
   --set "auth.grants[0].namespaces[0]=payments" --set "auth.grants[0].roles[0]=claim"
+# The cluster Jobs move replicas, as admin, with the nodes' certificate or their own.
+refuse "which need the admin role on .*, presenting the certificate of tls.secretName" \
+  --set tls.enabled=true --set tls.secretName=dedupd-tls --set helmTest.enabled=false \
+  --set "auth.grants[0].identity=spiffe://prod/dedupd" --set "auth.grants[0].namespaces[0]=*" \
+  --set "auth.grants[0].roles[0]=replica"
+refuse "presenting the certificate of clusterJobs.tlsSecretName" --set tls.enabled=true \
+  --set tls.certManager.enabled=true --set tls.certManager.issuerRef.name=dedupd-ca \
+  --set clusterJobs.tlsSecretName=dedupd-ops-tls \
+  --set "auth.grants[0].identity=a" --set "auth.grants[0].namespaces[0]=payments" \
+  --set "auth.grants[0].roles[0]=claim"
 refuse "terminationGracePeriodSeconds (20) is shorter than what stopping may take, 25s" \
   --set terminationGracePeriodSeconds=20 --set server.shutdownGrace=10s --set preStopSleepSeconds=10
 refuse "terminationGracePeriodSeconds (12) is shorter than what stopping may take, 15s" \
@@ -229,8 +262,13 @@ cat >"$work/yaml2json/templates/json.yaml" <<'EOF'
 {{- end }}
 {{- end }}
 EOF
-render replicas1 --set replicas=1 --set replicationFactor=1
-render replicas3 --set replicas=3 --set replicationFactor=1
+render replicas1 --set replicaCount=1 --set replicationFactor=1
+render replicas3 --set replicaCount=3 --set replicationFactor=1
+render replicated5 --set replicaCount=5
+render alias5 --set replicas=5
+render alias-wins --set replicas=4 --set replicaCount=6
+render unreplicated-alias --set replicas=3 --set replicationFactor=1
+render no-cluster-jobs --set clusterJobs.enabled=false
 render replicated
 render replicated-external --set "etcd.endpoints[0]=etcd-0.etcd.infra.svc:2379" \
   --set "etcd.endpoints[1]=etcd-1.etcd.infra.svc:2379" --set clusterName=payments-dedup \
@@ -238,10 +276,10 @@ render replicated-external --set "etcd.endpoints[0]=etcd-0.etcd.infra.svc:2379" 
 render etcd-one-member --set etcd.members=1
 render cert-manager-unreplicated --set replicationFactor=1 --set tls.enabled=true \
   --set tls.certManager.enabled=true --set tls.certManager.issuerRef.name=dedupd-ca
-render monitoring --set replicas=3 --set serviceMonitor.enabled=true \
+render monitoring --set replicaCount=3 --set serviceMonitor.enabled=true \
   --set prometheusRule.enabled=true
 render hard-anti-affinity --set podAntiAffinity.type=hard
-render tls-network-policy --set replicas=3 --set tls.enabled=true --set tls.secretName=dedupd-tls \
+render tls-network-policy --set replicaCount=3 --set tls.enabled=true --set tls.secretName=dedupd-tls \
   --set helmTest.tlsSecretName=dedupd-helm-test-tls \
   --set networkPolicy.enabled=true --set networkPolicy.clientSelector.app=consumer \
   --set networkPolicy.prometheusSelector.app=prometheus \
@@ -263,14 +301,45 @@ auth:
       namespaces: ["*"]
       roles: [admin]
 EOF2
-render auth-cert-manager --set replicas=3 -f "$work/auth-values.yaml"
-# Grants and a certificate of one's own: the nodes' identity is granted by hand.
+render auth-cert-manager --set replicaCount=3 -f "$work/auth-values.yaml"
+# Grants and a certificate of one's own: the nodes' identity is granted by
+# hand, replica for each other and admin for the cluster Jobs.
 render auth-own-cert --set tls.enabled=true --set tls.secretName=dedupd-tls \
   --set helmTest.tlsSecretName=dedupd-helm-test-tls \
   --set "auth.grants[0].identity=spiffe://prod/payments-worker" \
   --set "auth.grants[0].namespaces[0]=payments" --set "auth.grants[0].roles[0]=claim" \
   --set "auth.grants[1].identity=spiffe://prod/dedupd" \
-  --set "auth.grants[1].namespaces[0]=*" --set "auth.grants[1].roles[0]=replica"
+  --set "auth.grants[1].namespaces[0]=*" --set "auth.grants[1].roles[0]=replica" \
+  --set "auth.grants[1].roles[1]=admin"
+# The cluster Jobs with a client certificate of their own, granted admin.
+render auth-jobs-cert -f "$work/auth-values.yaml" --set clusterJobs.tlsSecretName=dedupd-ops-tls
+# NOTES.txt, which `helm template` leaves out: a copy of the chart holds it
+# as a named template, rendered into a ConfigMap.
+cp -r "$chart" "$work/notes-chart"
+{
+  echo '{{- define "dedupd.notes" -}}'
+  cat "$chart/templates/NOTES.txt"
+  echo '{{- end -}}'
+} >"$work/notes-chart/templates/_notes.tpl"
+rm "$work/notes-chart/templates/NOTES.txt"
+cat >"$work/notes-chart/templates/notes.yaml" <<'EOF2'
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: notes
+data:
+  notes: {{ include "dedupd.notes" . | toJson }}
+EOF2
+notes() {
+  local name="$1"
+  shift
+  "$helm" template dedupd "$work/notes-chart" --namespace "$namespace" "$@" \
+    --show-only templates/notes.yaml >"$work/yaml2json/files/notes-$name.yaml" \
+    2>"$work/render.log" || { cat "$work/render.log" >&2; die "NOTES.txt with $*"; }
+}
+notes replicated
+notes alias5 --set replicas=5
+notes replicas3 --set replicaCount=3 --set replicationFactor=1
 if [ -f "$alerts" ]; then
   cp "$alerts" "$work/yaml2json/files/deploy-alerts.yaml"
 else
@@ -561,13 +630,16 @@ rules = {tuple(p.get("port") for p in r.get("ports", [])): r.get("from")
 check(set(rules) == {(7400,), (7401,), (7402,)},
       "[tls-network-policy] rules for 7400, 7401 and 7402 only", str(list(rules)))
 grpc_from = rules.get((7400,)) or []
-check(len(grpc_from) == 3 and dig(grpc_from, 0, "podSelector", "matchLabels") == {"app": "consumer"}
+check(len(grpc_from) == 4 and dig(grpc_from, 0, "podSelector", "matchLabels") == {"app": "consumer"}
       and "namespaceSelector" not in grpc_from[0] and
       dig(grpc_from, 1, "podSelector", "matchLabels", "dedupd/component") == "helm-test" and
       dig(grpc_from, 2, "podSelector", "matchLabels") ==
-      dig(sts_tls, "spec", "selector", "matchLabels"),
+      dig(sts_tls, "spec", "selector", "matchLabels") and
+      dig(grpc_from, 3, "podSelector", "matchLabels", "app.kubernetes.io/component") ==
+      "cluster-job",
       "[tls-network-policy] gRPC from the client selector (this namespace), the helm test pod "
-      "and, replicated, the other dedupd pods (the Replication service)", str(grpc_from))
+      "and, replicated, the other dedupd pods (the Replication service) and the cluster Jobs",
+      str(grpc_from))
 metrics_from = rules.get((7401,)) or []
 check(len(metrics_from) == 1 and
       dig(metrics_from, 0, "podSelector", "matchLabels") == {"app": "prometheus"} and
@@ -587,7 +659,7 @@ for needle in ('tokens_file: "/etc/dedupd-auth/tokens"',
                'namespaces: "*"', 'roles: "admin"',
                'identity: "spiffe://dedup/dedupd-helm-test"', 'namespaces: "dedupd-helm-test"',
                'grants {\n    identity: "spiffe://dedup/dedupd"\n    namespaces: "*"\n'
-               '    roles: "replica"\n  }'):
+               '    roles: "replica"\n    roles: "admin"\n  }'):
     check(needle in auth_text, f"[auth-cert-manager] ConfigMap auth block has {needle!r}")
 for case in ("replicas1", "replicas3", "tls-network-policy"):
     text = dig(one(docs.get(case, []), "ConfigMap", case), "data", "dedupd.textproto", default="")
@@ -822,6 +894,314 @@ check('identity: "spiffe://prod/dedupd"' in own_text and 'roles: "replica"' in o
       "[auth-own-cert] a certificate of one's own: the replica grant given in values, none added")
 
 
+# The node count: replicaCount, or the deprecated replicas, which wins when set.
+check_rendering("replicated5", 5, False)
+check_rendering("alias5", 5, False)
+check_rendering("alias-wins", 4, False)
+check_rendering("unreplicated-alias", 3, False)
+for case, nodes in (("replicated5", "5"), ("alias5", "5"), ("alias-wins", "4"), ("replicas3", "3")):
+    check(dig(one(dedupd_objects(case), "StatefulSet", case), "metadata", "annotations",
+              "dedupd/cluster-nodes") == nodes,
+          f"[{case}] StatefulSet records {nodes} nodes for the upgrade guard")
+
+
+def notes(case):
+    return dig(docs.get(f"notes-{case}", [{}]), 0, "data", "notes", default="")
+
+
+check(notes("alias5").startswith("dedupd 0.1.0: 5 node(s)") and
+      "DEPRECATED: the value `replicas` (5), the former name of replicaCount,\nis set and used "
+      "instead of replicaCount (3)" in notes("alias5"),
+      "[alias5] NOTES.txt says the value replicas is deprecated, and used", notes("alias5")[-400:])
+check("DEPRECATED" not in notes("replicated") and "DEPRECATED" not in notes("replicas3"),
+      "[replicated, replicas3] no deprecation note without replicas")
+check("`helm upgrade --set replicaCount=N` (N at least 3) resizes the cluster\nonline" in
+      notes("replicated") and "job/dedupd-drain" in notes("replicated"),
+      "[replicated] NOTES.txt: resize online with replicaCount, the cluster Jobs' logs")
+check("replicaCount, shards and replicationFactor are fixed for the life of this\nrelease" in
+      notes("replicas3") and "dedupd-drain" not in notes("replicas3"),
+      "[replicas3] NOTES.txt: unreplicated, the size is fixed and there are no cluster Jobs")
+
+# The cluster Jobs: Helm hooks running files/cluster-job.sh with dedupctl
+# from the dedupd image, replicated only.
+with open(os.path.join(chart, "files", "cluster-job.sh")) as f:
+    cluster_job_script = f.read()
+
+
+def cluster_jobs(case):
+    """The rendering's cluster Jobs, by their command: drain, rebalance."""
+    return {dig(j, "spec", "template", "metadata", "labels", "dedupd/cluster-job"): j
+            for j in of_kind(docs.get(case, []), "Job")}
+
+
+for case in ("replicas1", "replicas3", "cert-manager-unreplicated", "unreplicated-alias",
+             "no-cluster-jobs"):
+    check(not of_kind(docs.get(case, []), "Job"),
+          f"[{case}] no cluster Jobs (replicationFactor 1, or clusterJobs.enabled=false)")
+
+HOOKS = {"drain": "pre-upgrade,pre-rollback", "rebalance": "post-install,post-upgrade,post-rollback"}
+TLS_FLAGS = ("--tls_ca=/etc/dedupd-tls/ca.crt --tls_cert=/etc/dedupd-tls/tls.crt "
+             "--tls_key=/etc/dedupd-tls/tls.key")
+
+
+def check_cluster_jobs(case, tls_secret=None):
+    objects = dedupd_objects(case)
+    jobs = cluster_jobs(case)
+    check(sorted(jobs) == ["drain", "rebalance"] and len(of_kind(objects, "Job")) == 2,
+          f"[{case}] two cluster Jobs, drain and rebalance", str(sorted(jobs)))
+    sts = [o for o in of_kind(objects, "StatefulSet")][0]
+    dedupd_c = dig(sts, "spec", "template", "spec", "containers", 0, default={})
+    nodes = [a.split("=", 1)[1].split(",") for a in dedupd_c.get("args", [])
+             if a.startswith("--cluster_nodes=")][0]
+    client = [o for o in of_kind(objects, "Service")
+              if dig(o, "metadata", "labels", "dedupd/service") == "client"][0]
+    pdb = one(objects, "PodDisruptionBudget", case)
+    for name, job in sorted(jobs.items()):
+        what = f"[{case}] Job dedupd-{name}"
+        annotations = dig(job, "metadata", "annotations", default={})
+        check(dig(job, "metadata", "name") == f"dedupd-{name}" and
+              annotations.get("helm.sh/hook") == HOOKS[name] and
+              annotations.get("helm.sh/hook-delete-policy") ==
+              "before-hook-creation,hook-succeeded",
+              f"{what} is a {HOOKS[name]} hook, replaced by the next and deleted once it succeeds",
+              str(annotations))
+        check(dig(job, "spec", "backoffLimit") == 3 and
+              dig(job, "spec", "activeDeadlineSeconds") == 7200,
+              f"{what}: backoffLimit 3, activeDeadlineSeconds 7200",
+              str({k: v for k, v in job.get("spec", {}).items() if k != "template"}))
+        pod = dig(job, "spec", "template", default={})
+        spec = pod.get("spec", {})
+        c = dig(spec, "containers", 0, default={})
+        check(spec.get("restartPolicy") == "Never" and
+              spec.get("automountServiceAccountToken") is False and
+              spec.get("enableServiceLinks") is False and
+              dig(spec, "securityContext", "runAsNonRoot") is True and
+              dig(c, "securityContext", "readOnlyRootFilesystem") is True,
+              f"{what}: never restarted in place, no token, non-root, read-only")
+        check(c.get("image") == dedupd_c.get("image") and
+              c.get("imagePullPolicy") == dedupd_c.get("imagePullPolicy"),
+              f"{what} runs the dedupd image (dedupctl ships in it)", str(c.get("image")))
+        command = c.get("command", [])
+        check(command[:2] == ["/bin/sh", "-ec"] and command[3:] == ["cluster-job.sh", name] and
+              len(command) == 5 and command[2].rstrip() == cluster_job_script.rstrip(),
+              f"{what} runs files/cluster-job.sh {name}", str(command[:2] + command[3:]))
+        env = {e.get("name"): e.get("value") for e in c.get("env", [])}
+        target = f"{dig(client, 'metadata', 'name')}:{dig(client, 'spec', 'ports', 0, 'port')}"
+        prefix, suffix = env.get("NODE_PREFIX", ""), env.get("NODE_SUFFIX", "")
+        check(env.get("DEDUPCTL") == "/usr/local/bin/dedupctl" and
+              env.get("DEDUPCTL_TARGET") == target and
+              env.get("NODE_COUNT") == str(dig(sts, "spec", "replicas")) and
+              [f"{prefix}{i}{suffix}" for i in range(len(nodes))] == nodes and
+              env.get("WAIT") == "30m",
+              f"{what} calls the client Service {target}, knows the {len(nodes)} node addresses "
+              "of --cluster_nodes, waits 30m per command", str(env))
+        labels = dig(pod, "metadata", "labels", default={})
+        check(not selects(dig(sts, "spec", "selector", "matchLabels"), labels) and
+              not selects(dig(pdb, "spec", "selector", "matchLabels"), labels) and
+              not selects(dig(client, "spec", "selector"), labels),
+              f"{what}: its pod is not a dedupd pod to the StatefulSet, the client Service or "
+              "the PodDisruptionBudget", str(labels))
+        volumes = spec.get("volumes", [])
+        mounts = c.get("volumeMounts", [])
+        if tls_secret:
+            check(env.get("DEDUPCTL_TLS") == TLS_FLAGS and
+                  dig(volumes, 0, "secret", "secretName") == tls_secret and
+                  dig(mounts, 0, "mountPath") == "/etc/dedupd-tls" and
+                  dig(mounts, 0, "readOnly") is True,
+                  f"{what} calls over mutual TLS with Secret {tls_secret}", str(volumes))
+        else:
+            check(env.get("DEDUPCTL_TLS") == "" and not volumes and not mounts,
+                  f"{what}: plaintext without tls, like the nodes")
+
+
+for case in ("replicated", "replicated-external", "replicated5", "alias5", "monitoring",
+             "etcd-one-member"):
+    check_cluster_jobs(case)
+check_cluster_jobs("tls-network-policy", "dedupd-tls")
+check_cluster_jobs("auth-cert-manager", "dedupd-tls")
+check_cluster_jobs("auth-own-cert", "dedupd-tls")
+check_cluster_jobs("auth-jobs-cert", "dedupd-ops-tls")
+jobs_text = dig(one(docs.get("auth-jobs-cert", []), "ConfigMap", "auth-jobs-cert"), "data",
+                "dedupd.textproto", default="")
+check('grants {\n    identity: "spiffe://dedup/dedupd"\n    namespaces: "*"\n'
+      '    roles: "replica"\n  }' in jobs_text,
+      "[auth-jobs-cert] the Jobs present a certificate of their own: the nodes' identity is "
+      "granted replica only")
+
+# The cluster Jobs' script, run by /bin/sh against a stand-in dedupctl.
+stub_dir = os.path.join(work, "stub-bin")
+os.makedirs(stub_dir, exist_ok=True)
+with open(os.path.join(stub_dir, "dedupctl"), "w") as f:
+    f.write("""#!/bin/sh
+# A stand-in for dedupctl: logs each call (one argument a line, then "--"),
+# answers `cluster status --json` with $STUB_STATUS (exit $STUB_STATUS_EXIT)
+# once its first $STUB_UNANSWERED calls have failed, `health` once its
+# first $STUB_UNHEALTHY calls have failed, and remove-node with exit
+# $STUB_REMOVE_EXIT.
+printf '%s\\n' "$@" -- >>"$STUB_LOG"
+case " $* " in
+  *" cluster status "*)
+    if [ "$(grep -cx status "$STUB_LOG")" -le "$STUB_UNANSWERED" ]; then
+      echo "dedupctl: UNAVAILABLE: no ready endpoints" >&2
+      exit 1
+    fi
+    printf '%s\\n' "$STUB_STATUS"
+    exit "$STUB_STATUS_EXIT"
+    ;;
+  *" health "*)
+    if [ "$(grep -cx health "$STUB_LOG")" -le "$STUB_UNHEALTHY" ]; then
+      echo "dedupctl: UNAVAILABLE: connection refused" >&2
+      exit 1
+    fi
+    ;;
+  *" remove-node "*) exit "$STUB_REMOVE_EXIT" ;;
+esac
+""")
+with open(os.path.join(stub_dir, "sleep"), "w") as f:
+    f.write("#!/bin/sh\n# The script's waits between retries, without the wait.\n")
+for tool in ("dedupctl", "sleep"):
+    os.chmod(os.path.join(stub_dir, tool), 0o755)
+
+
+def pod_address(i, headless="dedupd-headless", port=7400):
+    return f"dedupd-{i}.{headless}.{namespace}.svc.cluster.local:{port}"
+
+
+def status_json(nodes, holders=None, unreachable=(), unknown_replicas=False):
+    """`dedupctl cluster status --json` as cluster_status.cc prints it: one line,
+    keys sorted (nlohmann::json). `holders` (default: every node) lead or
+    follow shards, the `unreachable` nodes did not answer, and with
+    `unknown_replicas` one shard has no leader, so its replicas are null."""
+    holders = [a for a in nodes if a] if holders is None else holders
+    shards = [{"shard": i, "leader": leader, "epoch": 4,
+               "replicas": [{"address": a, "applied_seq": 9, "behind": 0, "last_epoch": 4,
+                             "last_seq": 9, "live": a not in unreachable}
+                            for a in holders if a != leader]}
+              for i, leader in enumerate(holders)]
+    if unknown_replicas:
+        shards.append({"shard": len(shards), "leader": None, "epoch": 4, "replicas": None})
+    return json.dumps({"nodes": nodes, "problems": [], "replicated": True,
+                       "replication_factor": 3, "shards": shards,
+                       "unreachable": [f"{a}: DNS resolution failed" for a in unreachable]},
+                      separators=(",", ":"), sort_keys=True)
+
+
+def run_cluster_job(case, name, nodes, status_exit=0, unanswered=0, remove_exit=0,
+                    unhealthy=0, **status):
+    """Runs the rendered Job's command against the stand-in dedupctl, which
+    answers status_json(nodes, **status); returns the result and the calls."""
+    c = dig(cluster_jobs(case).get(name, {}), "spec", "template", "spec", "containers", 0,
+            default={})
+    log = os.path.join(work, "stub-dedupctl.log")
+    open(log, "w").close()
+    env = dict(os.environ, PATH=f"{stub_dir}:{os.environ.get('PATH', '')}", STUB_LOG=log,
+               STUB_STATUS=status_json(nodes, **status), STUB_STATUS_EXIT=str(status_exit),
+               STUB_UNANSWERED=str(unanswered), STUB_UNHEALTHY=str(unhealthy),
+               STUB_REMOVE_EXIT=str(remove_exit))
+    env.update({e["name"]: e.get("value", "") for e in c.get("env", [])})
+    env["DEDUPCTL"] = os.path.join(stub_dir, "dedupctl")
+    r = subprocess.run(c.get("command", ["false"]), env=env, capture_output=True, text=True,
+                       timeout=60)
+    with open(log) as f:
+        calls = [call.strip("\n").split("\n") for call in f.read().split("--\n") if call.strip()]
+    return r, calls
+
+
+ENDPOINT = "--endpoint=dedupd:7400"
+STATUS = [ENDPOINT, "--timeout=10s", "cluster", "status", "--json"]
+
+
+def remove(i):
+    return [ENDPOINT, "cluster", "remove-node", pod_address(i), "--wait=30m"]
+
+
+def health(i):
+    return [f"--endpoint={pod_address(i)}", "--timeout=10s", "health"]
+
+
+def add(i):
+    return [ENDPOINT, "cluster", "add-node", pod_address(i), "--wait=30m"]
+
+
+def detail(r, calls):
+    return f"exit {r.returncode}, calls {calls}; " + (r.stdout + r.stderr).strip()[-600:]
+
+
+five = [pod_address(i) for i in range(5)]
+r, calls = run_cluster_job("replicated", "drain", five)
+check(r.returncode == 0 and calls == [STATUS, remove(4), remove(3)],
+      "cluster-job drain, replicaCount 3 of a 5-node cluster: cluster remove-node of pods 4 "
+      "then 3, nothing else", detail(r, calls))
+r, calls = run_cluster_job("replicated5", "drain", five)
+check(r.returncode == 0 and calls == [STATUS] and "nothing to drain" in r.stdout,
+      "cluster-job drain, replicaCount 5 of a 5-node cluster: asks, removes nothing",
+      detail(r, calls))
+r, calls = run_cluster_job("replicated", "drain", five[:3] + ["", pod_address(7, "other"),
+                                                             pod_address(8, port=7401),
+                                                             "dedupd-x.dedupd-headless:7400"])
+check(r.returncode == 0 and calls == [STATUS],
+      "cluster-job drain: a gone node (\"\") and addresses of other pods are left alone",
+      detail(r, calls))
+r, calls = run_cluster_job("replicated", "drain", five[:4], status_exit=16)
+check(r.returncode == 0 and calls == [STATUS, remove(3)],
+      "cluster-job drain: a degraded cluster's answer (exit 16) still lists its nodes",
+      detail(r, calls))
+r, calls = run_cluster_job("replicated", "drain", five, unanswered=2)
+check(r.returncode == 0 and calls == [STATUS] * 3 + [remove(4), remove(3)] and
+      "does not answer" in r.stderr,
+      "cluster-job drain: waits for a cluster that does not answer yet, then drains",
+      detail(r, calls))
+r, calls = run_cluster_job("replicated", "drain", ["10.0.0.5:7400", "etcd-0:2379"])
+check(r.returncode == 1 and calls == [STATUS] and "none of the cluster's nodes" in r.stderr,
+      "cluster-job drain: fails, removing nothing, when no listed node is one of the pods",
+      detail(r, calls))
+r, calls = run_cluster_job("replicated", "drain", five, remove_exit=1)
+check(r.returncode != 0 and calls == [STATUS, remove(4)],
+      "cluster-job drain: a remove-node that fails (e.g. too few nodes left) fails the Job, "
+      "and so the upgrade, before the next one", detail(r, calls))
+r, calls = run_cluster_job("replicated", "drain", five, holders=five[:3],
+                           unreachable=five[3:])
+check(r.returncode == 0 and calls == [STATUS] and r.stdout.count("gone already") == 2,
+      "cluster-job drain: nodes of an earlier shrink, unreachable and holding nothing, are left "
+      "alone (a remove-node would be refused while a pod is down)", detail(r, calls))
+r, calls = run_cluster_job("replicated", "drain", five, unreachable=five[4:])
+check(r.returncode == 0 and calls == [STATUS, remove(4), remove(3)],
+      "cluster-job drain: a pod that is down but still holds replicas is drained too",
+      detail(r, calls))
+r, calls = run_cluster_job("replicated", "drain", five, holders=five[:3], unreachable=five[3:],
+                           unknown_replicas=True)
+check(r.returncode == 0 and calls == [STATUS, remove(4), remove(3)],
+      "cluster-job drain: an unreachable node is drained when a shard's replicas are unknown",
+      detail(r, calls))
+r, calls = run_cluster_job("tls-network-policy", "drain", five[:4])
+check(r.returncode == 0 and
+      calls == [[ENDPOINT, *TLS_FLAGS.split(), *STATUS[1:]],
+                [ENDPOINT, *TLS_FLAGS.split(), *remove(3)[1:]]],
+      "cluster-job drain with tls: dedupctl gets --tls_ca, --tls_cert and --tls_key",
+      detail(r, calls))
+REBALANCE = [ENDPOINT, "cluster", "rebalance", "--wait=30m"]
+r, calls = run_cluster_job("replicated", "rebalance", five[:3])
+check(r.returncode == 0 and
+      calls == [STATUS] + [health(i) for i in (2, 1, 0)] + [add(i) for i in (2, 1, 0)] +
+      [REBALANCE],
+      "cluster-job rebalance: every pod serves, add-node of each, the highest first, then "
+      "rebalance", detail(r, calls))
+r, calls = run_cluster_job("replicated5", "rebalance", five[:3], unanswered=1, unhealthy=2)
+check(r.returncode == 0 and
+      calls == [STATUS, STATUS] + [health(4)] * 3 + [health(i) for i in (3, 2, 1, 0)] +
+      [add(i) for i in (4, 3, 2, 1, 0)] + [REBALANCE],
+      "cluster-job rebalance, grown to 5: waits for the cluster and for the new pods to serve "
+      "before any move, adds pods 4 .. 0, rebalances", detail(r, calls))
+shellcheck = shutil.which("shellcheck")
+if shellcheck:
+    r = subprocess.run([shellcheck, "-s", "sh", os.path.join(chart, "files", "cluster-job.sh")],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "shellcheck -s sh accepts files/cluster-job.sh",
+          (r.stdout + r.stderr).strip())
+else:
+    print("check_helm: note: shellcheck is not on PATH; files/cluster-job.sh was not linted")
+
+
 def run_entrypoint(env, args, binary=print_args):
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("DEDUPD_") and k not in ("POD_NAME", "HOSTNAME")}
@@ -883,12 +1263,13 @@ class FakeKubeApi(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def check_upgrade_guard(installed, case, sets, refusals):
+def check_upgrade_guard(installed, case, sets, refusals, accepted=()):
     """An installed 3-node cluster: upgrades must keep its shape.
 
     `installed` are the StatefulSets the fake API holds, dedupd's first,
     `sets` the values that keep its shape, `refusals` (value, words of the
-    error) changes that must be refused."""
+    error) changes that must be refused, `accepted` (value, words of the
+    rendering) changes that must render."""
     FakeKubeApi.objects = {
         "/apis/apps/v1": {
             "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps/v1",
@@ -934,6 +1315,11 @@ current-context: fake
             check(r.returncode != 0 and words in r.stderr,
                   f"upgrade guard [{case}]: {change} of an installed cluster is refused ({words})",
                   (r.stdout + r.stderr).strip()[:300])
+        for change, words in accepted:
+            r = upgrade(change)
+            check(r.returncode == 0 and words in r.stdout,
+                  f"upgrade guard [{case}]: {change} of an installed cluster renders ({words})",
+                  (r.stdout[-300:] + r.stderr).strip())
         r = upgrade(refusals[0][0], "allowClusterReshape=true")
         check(r.returncode == 0,
               f"upgrade guard [{case}]: allowClusterReshape=true lets {refusals[0][0]} through",
@@ -944,21 +1330,26 @@ current-context: fake
 
 
 check_upgrade_guard([sts_repl, etcd], "replicated", [], [
-    ("replicas=4", "the installed cluster has 3 nodes"),
     ("shards=32", "the installed cluster has 16 shards"),
     ("replicationFactor=1", "the installed cluster has replication factor 3"),
     ("replicationFactor=2", "the installed cluster has replication factor 3"),
     ("etcd.members=5", "the installed etcd has 3 members"),
-    ("etcd.endpoints[0]=etcd:2379", "this upgrade would delete it")])
+    ("etcd.endpoints[0]=etcd:2379", "this upgrade would delete it")], accepted=[
+    # Replicated, the node count changes online: the cluster Jobs move replicas.
+    ("replicaCount=5", 'dedupd/cluster-nodes: "5"'),
+    ("replicaCount=4", "name: dedupd-drain"),
+    ("replicas=4", 'dedupd/cluster-nodes: "4"')])
 check_upgrade_guard([sts3], "unreplicated", ["replicationFactor=1"], [
-    ("replicas=4", "the installed cluster has 3 nodes"),
+    ("replicaCount=4", "replicaCount: the installed cluster has 3 nodes"),
+    ("replicas=4", "replicaCount: the installed cluster has 3 nodes"),
+    ("replicaCount=2", "With replicationFactor 1 node i owns the shards"),
     ("replicationFactor=3", "the installed cluster has replication factor 1")])
 # A release of the chart before replication: no replication factor recorded.
 before = json.loads(json.dumps(sts3))
 del before["metadata"]["annotations"]["dedupd/replication-factor"]
 check_upgrade_guard([before], "before replication", ["replicationFactor=1"], [
     ("replicationFactor=3", "the installed cluster has replication factor 1"),
-    ("replicas=2", "the installed cluster has 3 nodes")])
+    ("replicaCount=2", "the installed cluster has 3 nodes")])
 
 
 def check_config(case, sts, cm, expect):
@@ -1127,23 +1518,26 @@ def check_helm_test(case):
     return env, script
 
 
-def run_helm_test_script(env, script, forget_completions):
-    """Runs the rendered script against a dedupd on loopback; returns the result."""
-    data = os.path.join(work, "helm-test-data" + ("-forgetful" if forget_completions else ""))
-    port_file = os.path.join(work, "helm-test-port")
-    if os.path.exists(port_file):
-        os.remove(port_file)
+def start_dedupd(name):
+    """A single dedupd on 127.0.0.1 with a fresh data directory: (process, port)."""
+    data = os.path.join(work, f"{name}-data")
+    port_file = os.path.join(work, f"{name}-port")
     server = subprocess.Popen(
         [dedupd_binary, f"--data_dir={data}", "--listen=127.0.0.1:0", "--metrics_listen=off",
          f"--port_file={port_file}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        if os.path.exists(port_file) and open(port_file).read().strip():
+            break
+        if server.poll() is not None:
+            break
+        threading.Event().wait(0.05)
+    return server, open(port_file).read().strip() if os.path.exists(port_file) else ""
+
+
+def run_helm_test_script(env, script, forget_completions):
+    """Runs the rendered script against a dedupd on loopback; returns the result."""
+    server, port = start_dedupd("helm-test" + ("-forgetful" if forget_completions else ""))
     try:
-        for _ in range(200):
-            if os.path.exists(port_file) and open(port_file).read().strip():
-                break
-            if server.poll() is not None:
-                break
-            threading.Event().wait(0.05)
-        port = open(port_file).read().strip() if os.path.exists(port_file) else ""
         run_env = dict(os.environ, DEDUPCTL_TARGET=f"127.0.0.1:{port}",
                        TEST_NAMESPACE=env.get("TEST_NAMESPACE", ""),
                        TEST_KEY=env.get("TEST_KEY", ""))
@@ -1170,6 +1564,33 @@ if rendered_test and dedupd_binary and dedupctl_binary:
     check(r.returncode != 0 and "FAIL: the second claim" in r.stdout,
           "the helm test script fails when the completion does not stick",
           (r.stdout + r.stderr).strip())
+
+
+def check_cluster_job_reads_dedupctl():
+    """The drain reads the node list out of what the built dedupctl prints.
+
+    A single unreplicated node lists itself, 127.0.0.1:PORT, which is none
+    of the StatefulSet's pods: the drain must name it in its refusal."""
+    c = dig(cluster_jobs("replicated").get("drain", {}), "spec", "template", "spec",
+            "containers", 0, default={})
+    server, port = start_dedupd("cluster-job")
+    try:
+        env = dict(os.environ)
+        env.update({e["name"]: e.get("value", "") for e in c.get("env", [])})
+        env.update(DEDUPCTL=dedupctl_binary, DEDUPCTL_TARGET=f"127.0.0.1:{port}")
+        r = subprocess.run(c.get("command", ["false"]), env=env, capture_output=True, text=True,
+                           timeout=60)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    check(r.returncode == 1 and "none of the cluster's nodes" in r.stderr and
+          f"nodes: 127.0.0.1:{port} " in r.stderr,
+          "cluster-job drain reads the node list of the built dedupctl's cluster status --json",
+          (r.stdout + r.stderr).strip()[-600:])
+
+
+if dedupd_binary and dedupctl_binary:
+    check_cluster_job_reads_dedupctl()
 
 print(f"check_helm: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -42,6 +42,18 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/*
+The number of nodes: replicaCount, or the deprecated `replicas` when it is
+set (NOTES.txt then says it is deprecated).
+*/}}
+{{- define "dedupd.replicaCount" -}}
+{{- if kindIs "invalid" .Values.replicas -}}
+{{- int .Values.replicaCount -}}
+{{- else -}}
+{{- int .Values.replicas -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Address of every node as clients reach it, in node-index order:
 <fullname>-<i>.<headless>.<namespace>.svc.<clusterDomain>:7400.
 */}}
@@ -49,10 +61,18 @@ Address of every node as clients reach it, in node-index order:
 {{- $addresses := list -}}
 {{- $fullname := include "dedupd.fullname" . -}}
 {{- $headless := include "dedupd.headlessName" . -}}
-{{- range $i := until (int .Values.replicas) -}}
-{{- $addresses = append $addresses (printf "%s-%d.%s.%s.svc.%s:7400" $fullname $i $headless $.Release.Namespace $.Values.clusterDomain) -}}
+{{- range $i := until (include "dedupd.replicaCount" . | int) -}}
+{{- $addresses = append $addresses (printf "%s-%d%s" $fullname $i (include "dedupd.nodeAddressSuffix" $)) -}}
 {{- end -}}
 {{- join "," $addresses -}}
+{{- end -}}
+
+{{/*
+What follows "<fullname>-<i>" in node i's address:
+".<headless>.<namespace>.svc.<clusterDomain>:7400".
+*/}}
+{{- define "dedupd.nodeAddressSuffix" -}}
+{{- printf ".%s.%s.svc.%s:7400" (include "dedupd.headlessName" .) .Release.Namespace .Values.clusterDomain -}}
 {{- end -}}
 
 {{/* One NamespacePolicy's fields in protobuf text format (only those set). */}}
@@ -157,11 +177,15 @@ auth {
   {{- end }}
   {{- if eq (include "dedupd.replicaGrantIssued" .) "true" }}
   # The nodes' own server certificate, issued by the chart: replicated
-  # nodes call each other's Replication service with it.
+  # nodes call each other's Replication service with it{{ if eq (include "dedupd.clusterJobsUseNodeCertificate" .) "true" }}, and the
+  # cluster Jobs move shard replicas with it (admin){{ end }}.
   grants {
     identity: {{ include "dedupd.nodeIdentity" . | quote }}
     namespaces: "*"
     roles: "replica"
+    {{- if eq (include "dedupd.clusterJobsUseNodeCertificate" .) "true" }}
+    roles: "admin"
+    {{- end }}
   }
   {{- end }}
   {{- if eq (include "dedupd.helmTestIssued" .) "true" }}
@@ -228,10 +252,12 @@ The Secret with the helm test pod's client certificate, when TLS is on.
 {{- end -}}
 
 {{/*
-Refuses, on `helm upgrade`, a change of replicas, shards or
-replicationFactor of a cluster whose pods already hold data: the data
-directories would refuse the new shape, or hold the wrong shards. `lookup`
-finds nothing under `helm template` or on a first install.
+Refuses, on `helm upgrade`, a change of shards or replicationFactor of a
+cluster whose pods already hold data, or of replicaCount when it is
+unreplicated: the data directories would refuse the new shape, or hold the
+wrong shards. A replicated cluster changes its node count online (the
+cluster Jobs move the replicas). `lookup` finds nothing under `helm
+template` or on a first install.
 */}}
 {{- define "dedupd.checkClusterShape" -}}
 {{- if not .Values.allowClusterReshape -}}
@@ -245,8 +271,9 @@ finds nothing under `helm template` or on a first install.
 {{- /* Charts before replication recorded no factor: their clusters have one copy. */ -}}
 {{- $factor = "1" -}}
 {{- end -}}
-{{- if and $nodes (ne $nodes (toString (int .Values.replicas))) -}}
-{{- fail (printf "replicas: the installed cluster has %s nodes and this upgrade asks for %d. Shards would move between nodes while their data stays, and every pod would refuse its data directory. Deploy a new release with the new size instead (see the chart's README), or set allowClusterReshape=true if the volumes were deleted on purpose." $nodes (int .Values.replicas)) -}}
+{{- $count := include "dedupd.replicaCount" . | int -}}
+{{- if and $nodes (eq $factor "1") (ne $nodes (toString $count)) -}}
+{{- fail (printf "replicaCount: the installed cluster has %s nodes and this upgrade asks for %d. With replicationFactor 1 node i owns the shards s with s mod n == i, so shards would move between nodes while their data stays, and every pod would refuse its data directory. Only a replicated cluster (replicationFactor 2 or more) changes its node count in place; deploy a new release with the new size instead (see the chart's README), or set allowClusterReshape=true if the volumes were deleted on purpose." $nodes $count) -}}
 {{- end -}}
 {{- if and $shards (ne $shards (toString (int .Values.shards))) -}}
 {{- fail (printf "shards: the installed cluster has %s shards and this upgrade asks for %d; the data directories would refuse it. Deploy a new release instead, or set allowClusterReshape=true if the volumes were deleted on purpose." $shards (int .Values.shards)) -}}
@@ -348,7 +375,8 @@ spiffe://{{ .Release.Namespace }}/{{ include "dedupd.fullname" . }}
 {{/*
 "true" when the chart grants the nodes' own certificate the replica role:
 grants are set (otherwise every caller may call the Replication service),
-the cluster is replicated, and the chart issues that certificate.
+the cluster is replicated, and the chart issues that certificate. It also
+grants admin when the cluster Jobs present that certificate.
 */}}
 {{- define "dedupd.replicaGrantIssued" -}}
 {{- if and .Values.auth.grants (eq (include "dedupd.replicated" .) "true") .Values.tls.enabled .Values.tls.certManager.enabled -}}true{{- end -}}
@@ -412,15 +440,16 @@ may take, or that plus 10s to sync the WAL and close RocksDB.
 {{- end -}}
 
 {{/*
-Refuses values a replicated cluster cannot run with, each with what to do.
+Refuses a node count the cluster cannot run with, and values a replicated
+cluster cannot run with, each with what to do.
 */}}
 {{- define "dedupd.checkReplication" -}}
 {{- $r := int .Values.replicationFactor -}}
-{{- $n := int .Values.replicas -}}
-{{- if gt $r $n -}}
-{{- fail (printf "replicationFactor (%d) must not exceed replicas (%d): the copies of shard s live on pods s .. s+%d (mod %d), one per pod. Lower replicationFactor (1: unreplicated, no etcd) or raise replicas" $r $n (sub $r 1) $n) -}}
-{{- end -}}
+{{- $n := include "dedupd.replicaCount" . | int -}}
 {{- if le $r 1 -}}
+{{- if gt $n (int .Values.shards) -}}
+{{- fail (printf "replicaCount (%d) must not exceed shards (%d): unreplicated, node i owns the shards s with s mod replicaCount == i, so some nodes would own none" $n (int .Values.shards)) -}}
+{{- end -}}
 {{- if .Values.etcd.endpoints -}}
 {{- fail "etcd.endpoints: set with replicationFactor 1; only a replicated cluster uses etcd (dedupd refuses etcd endpoints without replication). Set replicationFactor above 1, or remove etcd.endpoints" -}}
 {{- end -}}
@@ -428,6 +457,9 @@ Refuses values a replicated cluster cannot run with, each with what to do.
 {{- fail "etcd.deploy: true with replicationFactor 1; an unreplicated cluster does not use etcd. Set replicationFactor above 1, or leave etcd.deploy empty" -}}
 {{- end -}}
 {{- else -}}
+{{- if lt $n $r -}}
+{{- fail (printf "replicaCount (%d) must be at least replicationFactor (%d): every shard keeps %d copies, each on a different pod. Raise replicaCount, or lower replicationFactor (1: unreplicated, no etcd)" $n $r $r) -}}
+{{- end -}}
 {{- if and .Values.etcd.endpoints (eq (toString .Values.etcd.deploy) "true") -}}
 {{- fail "etcd: both etcd.endpoints and etcd.deploy=true; use an existing etcd (endpoints) or have the chart deploy one, not both" -}}
 {{- end -}}
@@ -447,6 +479,17 @@ Refuses values a replicated cluster cannot run with, each with what to do.
 {{- end -}}
 {{- if not $granted -}}
 {{- fail (printf "auth.grants: replicationFactor %d with grants and the certificate of tls.secretName: the nodes call each other's Replication service with that certificate, and its identity needs a grant {identity: <its first URI SAN, else its first DNS SAN>, namespaces: [\"*\"], roles: [replica]}, which the chart cannot know. Add that grant (and make sure the certificate may be used for client auth), or use tls.certManager, for which the chart adds it" $r) -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.clusterJobs.enabled (or .Values.clusterJobs.tlsSecretName (not .Values.tls.certManager.enabled)) -}}
+{{- $admin := false -}}
+{{- range .Values.auth.grants -}}
+{{- if and (has "admin" .roles) (has "*" .namespaces) -}}
+{{- $admin = true -}}
+{{- end -}}
+{{- end -}}
+{{- if not $admin -}}
+{{- fail (printf "auth.grants: the cluster Jobs (clusterJobs) move shard replicas with `dedupctl cluster rebalance` and `remove-node`, which need the admin role on \"*\", presenting the certificate of %s. Add a grant {identity: <its first URI SAN, else its first DNS SAN>, namespaces: [\"*\"], roles: [admin]}, or set clusterJobs.enabled=false and move replicas by hand" (ternary "clusterJobs.tlsSecretName" "tls.secretName (the nodes' own)" (not (empty .Values.clusterJobs.tlsSecretName)))) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
