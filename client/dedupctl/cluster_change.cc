@@ -184,9 +184,12 @@ int Drive(const ChangeContext& context,
         return kExitError;
       }
     }
+    uint64_t waiting = 0;  // Planned, not started yet.
     for (const PlannedMove& move : plan) {
-      if (running.size() >= kParallelMoves) break;
-      if (busy.count(move.from) || busy.count(move.to)) continue;
+      if (running.size() >= kParallelMoves || busy.count(move.from) || busy.count(move.to)) {
+        ++waiting;
+        continue;
+      }
       const grpc::Status status = StartMove(context, *view, move);
       if (status.ok()) {
         out << "moving shard " << move.shard << " from " << NodeName(*view, move.from) << " to "
@@ -204,7 +207,7 @@ int Drive(const ChangeContext& context,
       last_report = now;
       uint64_t copied = copied_done;
       for (const auto& [s, r] : running) copied += r.copied;
-      const uint64_t total = moved + running.size() + plan.size();
+      const uint64_t total = moved + running.size() + waiting;
       std::string eta = "unknown";
       if (moved > 0 && total > moved) {
         eta = absl::FormatDuration(

@@ -17,6 +17,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "tests/blackbox/placement.h"
 
 namespace dedup::blackbox {
 namespace {
@@ -46,6 +47,10 @@ std::string LastLines(const std::string& text, int lines) {
 
 absl::StatusOr<std::unique_ptr<ReplicatedCluster>> ReplicatedCluster::Start(
     const std::string& work_dir, const ReplicatedClusterOptions& options) {
+  if (options.initial_nodes < 0 || options.initial_nodes > options.nodes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "initial_nodes ", options.initial_nodes, " is not within 0..nodes (", options.nodes, ")"));
+  }
   std::unique_ptr<ReplicatedCluster> cluster(new ReplicatedCluster(work_dir, options));
   if (options.replication_factor > 0) {
     std::filesystem::create_directories(work_dir + "/etcd");
@@ -54,14 +59,14 @@ absl::StatusOr<std::unique_ptr<ReplicatedCluster>> ReplicatedCluster::Start(
     if (!etcd.ok()) return etcd.status();
     cluster->etcd_ = std::move(*etcd);
   }
-  std::vector<int> nodes;
   for (int port : FreePorts(options.nodes)) {
     const std::string address = absl::StrCat("127.0.0.1:", port);
-    nodes.push_back(static_cast<int>(cluster->addresses_.size()));
     cluster->addresses_.push_back(address);
     cluster->stubs_.push_back(QuickReconnectStub(address));
   }
   cluster->nodes_.resize(cluster->addresses_.size());
+  std::vector<int> nodes;
+  for (int node = 0; node < cluster->initial_nodes(); ++node) nodes.push_back(node);
   if (absl::Status started = cluster->StartNodes(nodes); !started.ok()) return started;
   return cluster;
 }
@@ -74,15 +79,26 @@ ReplicatedCluster::~ReplicatedCluster() {
 
 std::string ReplicatedCluster::Endpoints() const { return absl::StrJoin(addresses_, ","); }
 
+std::string ReplicatedCluster::Endpoints(int count) const {
+  return absl::StrJoin(addresses_.begin(), addresses_.begin() + std::clamp(count, 0, size()), ",");
+}
+
+int ReplicatedCluster::initial_nodes() const {
+  return options_.initial_nodes > 0 ? options_.initial_nodes : size();
+}
+
 std::string ReplicatedCluster::DataDir(int node) const {
   return absl::StrCat(work_dir_, "/node-", node, "-data");
 }
 
 std::vector<std::string> ReplicatedCluster::FlagsOf(int node) const {
   std::vector<std::string> flags = {
-      "--listen=" + addresses_[node],        "--metrics_listen=off",
-      "--data_dir=" + DataDir(node),         absl::StrCat("--shards=", options_.shards),
-      "--durability=" + options_.durability, "--cluster_nodes=" + Endpoints(),
+      "--listen=" + addresses_[node],
+      "--metrics_listen=off",
+      "--data_dir=" + DataDir(node),
+      absl::StrCat("--shards=", options_.shards),
+      "--durability=" + options_.durability,
+      "--cluster_nodes=" + Endpoints(std::max(initial_nodes(), node + 1)),
       absl::StrCat("--node_index=", node)};
   if (options_.replication_factor > 0) {
     flags.insert(flags.end(), {absl::StrCat("--replication_factor=", options_.replication_factor),
@@ -284,6 +300,71 @@ absl::Status ReplicatedCluster::WaitForFullReplication(absl::Duration timeout,
       return absl::DeadlineExceededError(absl::StrCat("replicas not complete within ",
                                                       absl::FormatDuration(timeout), ": ", *gap,
                                                       "\n", OutputTails()));
+    }
+    absl::SleepFor(kPollInterval);
+  }
+}
+
+absl::Status ReplicatedCluster::WaitForLive(int node, absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  for (;;) {
+    const TopologyAnswers answers = AskTopology();
+    std::optional<std::string> missing;
+    int answered = 0;
+    for (size_t i = 0; i < answers.size() && !missing.has_value(); ++i) {
+      if (!answers[i].has_value()) continue;
+      ++answered;
+      const v1::TopologyResponse& answer = *answers[i];
+      const auto& live = answer.live_nodes();
+      if (answer.nodes_size() <= node || answer.nodes(node) != addresses_[node]) {
+        missing = absl::StrCat("node ", i, " does not know node ", node, " at ", addresses_[node],
+                               ": its nodes are ", absl::StrJoin(answer.nodes(), ","));
+      } else if (std::find(live.begin(), live.end(), static_cast<uint32_t>(node)) == live.end()) {
+        missing = absl::StrCat("node ", i, " does not list node ", node,
+                               " as live: its live nodes are ", absl::StrJoin(live, ","));
+      }
+    }
+    if (answered == 0) missing = "no node answered Topology";
+    if (!missing.has_value()) return absl::OkStatus();
+    if (absl::Now() > give_up) {
+      return absl::DeadlineExceededError(absl::StrCat("node ", node, " was not live within ",
+                                                      absl::FormatDuration(timeout), ": ", *missing,
+                                                      "\n", OutputTails()));
+    }
+    absl::SleepFor(kPollInterval);
+  }
+}
+
+absl::StatusOr<v1::TopologyResponse> ReplicatedCluster::WaitForSettledPlacement(
+    absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  for (;;) {
+    const TopologyAnswers answers = AskTopology();
+    const std::optional<v1::TopologyResponse> placement = NewestPlacement(answers);
+    std::optional<std::string> unsettled;
+    if (!placement.has_value()) {
+      unsettled = "no node answered Topology";
+    } else {
+      unsettled = UnsettledPlacement(*placement, options_.replication_factor);
+    }
+    const std::vector<Leadership> leaders = LeadersOf(answers, options_.shards);
+    for (uint32_t shard = 0; shard < leaders.size() && !unsettled.has_value(); ++shard) {
+      const v1::ShardLeader* placed = ShardIn(*placement, shard);
+      if (placed == nullptr) {
+        unsettled = absl::StrCat("the placement lists no shard ", shard);
+      } else if (leaders[shard].node < 0) {
+        unsettled = absl::StrCat("shard ", shard, " has no leader");
+      } else if (!VotesFor(*placed, leaders[shard].node)) {
+        unsettled = absl::StrCat("shard ", shard, " is led by node ", leaders[shard].node,
+                                 ", which is not one of its voters");
+      }
+    }
+    if (!unsettled.has_value()) return *placement;
+    if (absl::Now() > give_up) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the placement did not settle within ", absl::FormatDuration(timeout), ": ", *unsettled,
+          "\nleaders: ", Describe(leaders), "\nnewest placement: ",
+          placement.has_value() ? DescribePlacement(*placement) : "none", "\n", OutputTails()));
     }
     absl::SleepFor(kPollInterval);
   }

@@ -7,7 +7,12 @@
 // other's), with its own data directory under the test's work directory.
 // Nodes are started, killed, stopped, paused and resumed by process id;
 // who leads which shard is read from the nodes' Topology answers
-// (shard_leaders.h).
+// (shard_leaders.h), and where the shards are placed too (placement.h).
+//
+// A cluster may start with fewer nodes than it has addresses and grow
+// (docs/elastic.md): the first `initial_nodes` form it, and node k started
+// later is told the first k + 1 addresses, the ones before it as they
+// were; it registers in etcd, and the others learn its address there.
 
 #include <cstdint>
 #include <memory>
@@ -26,7 +31,12 @@
 namespace dedup::blackbox {
 
 struct ReplicatedClusterOptions {
+  // Addresses, chosen at Start; nodes 0..nodes-1 may run.
   int nodes = 3;
+  // The nodes Start starts, 0..initial_nodes-1, which make up the cluster
+  // etcd first records; 0: all of them. Node i is given --cluster_nodes of
+  // the first max(initial_nodes, i + 1) addresses.
+  int initial_nodes = 0;
   uint32_t shards = 4;
   // Copies of each shard (--replication_factor). 0 starts the nodes as a
   // statically sharded cluster, without replication or etcd flags: what a
@@ -44,8 +54,8 @@ struct ReplicatedClusterOptions {
 // test's main thread.
 class ReplicatedCluster {
  public:
-  // Starts etcd, then every node (all spawned before any is waited for, as
-  // a node may wait for its peers), and returns once every node answers
+  // Starts etcd, then the initial nodes (all spawned before any is waited
+  // for, as a node may wait for its peers), and returns once each answers
   // Topology, at most ~30 s. Errors name the node and carry its output.
   static absl::StatusOr<std::unique_ptr<ReplicatedCluster>> Start(
       const std::string& work_dir, const ReplicatedClusterOptions& options);
@@ -63,11 +73,16 @@ class ReplicatedCluster {
   const std::vector<std::string>& addresses() const { return addresses_; }
   // Every address, comma-separated: a client's endpoint.
   std::string Endpoints() const;
+  // The first `count` addresses, comma-separated.
+  std::string Endpoints(int count) const;
+  // The nodes Start started.
+  int initial_nodes() const;
   std::string DataDir(int node) const;
   test::EtcdProcess& etcd() { return *etcd_; }
 
   // Starts the nodes (which must be down) on their addresses and data
-  // directories and returns once each answers Topology.
+  // directories and returns once each answers Topology. A node never
+  // started before joins the cluster with an empty data directory.
   absl::Status StartNodes(const std::vector<int>& nodes);
   absl::Status StartNode(int node) { return StartNodes({node}); }
   // SIGKILL: no chance to hand anything over. Reaps it.
@@ -104,6 +119,15 @@ class ReplicatedCluster {
   // replication_factor replicas, each live and at most `max_behind`
   // entries behind. A statically sharded cluster only needs its leaders.
   absl::Status WaitForFullReplication(absl::Duration timeout, uint64_t max_behind = 0);
+
+  // Waits until every node that answers lists `node` among its live nodes,
+  // at its address.
+  absl::Status WaitForLive(int node, absl::Duration timeout);
+  // Waits until the newest placement (placement.h) is settled (no move, no
+  // learner, replication_factor live voters per shard) and every shard is
+  // led by one of its voters, and returns that placement. The error shows
+  // the placement and carries the nodes' output.
+  absl::StatusOr<v1::TopologyResponse> WaitForSettledPlacement(absl::Duration timeout);
 
   // The node leading the most shards (the lowest of a tie), or -1.
   static int BusiestLeader(const std::vector<Leadership>& leaders);
