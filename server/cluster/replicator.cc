@@ -1038,6 +1038,11 @@ void Replicator::ShipLoop(Shard* shard, uint32_t peer) {
       stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick);
       continue;
     }
+    // A move's target gets small pieces, so that its pace is even and its
+    // progress shows: a second's worth at most (a quarter of the rate).
+    const size_t ship_bytes =
+        to_learner ? std::clamp<size_t>(options_.move_bytes_per_second / 4, 16 << 10, kShipBytes)
+                   : kShipBytes;
     // The entry before `next` and what follows it.
     LogPosition prev;
     std::vector<LogEntry> entries;
@@ -1045,7 +1050,7 @@ void Replicator::ShipLoop(Shard* shard, uint32_t peer) {
     bool reseed = false;
     bool retry = false;
     if (next > 1) {
-      absl::StatusOr<std::vector<LogEntry>> read = log_->Read(s, next - 1, kShipBytes);
+      absl::StatusOr<std::vector<LogEntry>> read = log_->Read(s, next - 1, ship_bytes);
       if (!read.ok()) {
         retry = true;
       } else if (!read->empty() && read->front().seq == next - 1) {
@@ -1054,7 +1059,7 @@ void Replicator::ShipLoop(Shard* shard, uint32_t peer) {
                        std::make_move_iterator(read->end()));
       } else if (log_->Applied(s).seq == next - 1) {
         prev = log_->Applied(s);
-        absl::StatusOr<std::vector<LogEntry>> rest = log_->Read(s, next, kShipBytes);
+        absl::StatusOr<std::vector<LogEntry>> rest = log_->Read(s, next, ship_bytes);
         if (rest.ok()) {
           entries = std::move(*rest);
         } else {
@@ -1065,7 +1070,7 @@ void Replicator::ShipLoop(Shard* shard, uint32_t peer) {
       }
     } else {
       // From the very start: a follower with nothing (a new volume).
-      absl::StatusOr<std::vector<LogEntry>> read = log_->Read(s, 1, kShipBytes);
+      absl::StatusOr<std::vector<LogEntry>> read = log_->Read(s, 1, ship_bytes);
       if (!read.ok()) {
         retry = true;
       } else if (!read->empty() && read->front().seq == 1) {
@@ -1466,6 +1471,14 @@ absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
            {{"shard", absl::StrCat(s)},
             {"follower", absl::StrCat(peer)},
             {"position", absl::StrCat(position.epoch, "/", position.seq)}});
+  bool to_learner;
+  {
+    absl::MutexLock lock(&shard->mu);
+    to_learner = Holds(shard->learners, peer);
+  }
+  const size_t page_bytes =
+      to_learner ? std::clamp<size_t>(options_.move_bytes_per_second / 4, 16 << 10, kShipBytes)
+                 : kShipBytes;
   std::string after;
   uint64_t pages = 0, records = 0;
   for (bool first = true;; first = false) {
@@ -1476,7 +1489,7 @@ absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
       }
     }
     absl::StatusOr<storage::ReplicationLog::RecordPage> page =
-        log_->ReadRecords(s, after, kShipBytes);
+        log_->ReadRecords(s, after, page_bytes);
     if (!page.ok()) return page.status();
     rv1::RestoreRequest request;
     request.set_shard(s);
@@ -1492,11 +1505,6 @@ absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
     }
     records += request.records_size();
     const uint64_t request_bytes = request.ByteSizeLong();
-    bool to_learner;
-    {
-      absl::MutexLock lock(&shard->mu);
-      to_learner = Holds(shard->learners, peer);
-    }
     if (to_learner) PaceMove(shard, peer, request_bytes);
     rv1::RestoreResponse response;
     grpc::ClientContext context;
