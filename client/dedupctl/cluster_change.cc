@@ -472,7 +472,19 @@ int RunMoveShard(const ChangeContext& context, uint32_t shard, const std::string
                  << "\n";
     return kExitError;
   }
-  const int32_t target = view->IndexOf(to);
+  // A node started a moment ago is known to the others once they have read
+  // its registration: it is waited for, a little.
+  int32_t target = view->IndexOf(to);
+  for (const absl::Time until = absl::Now() + std::min(context.wait, absl::Seconds(30));
+       (target < 0 || view->live.count(static_cast<uint32_t>(target)) == 0) &&
+       absl::Now() < until;) {
+    absl::SleepFor(absl::Milliseconds(300));
+    std::optional<PlacementView> again = Fetch(context);
+    if (again.has_value()) {
+      view = std::move(again);
+      target = view->IndexOf(to);
+    }
+  }
   if (target < 0) {
     *context.err << "dedupctl: " << to << " is not a node of this cluster (nodes: "
                  << absl::StrJoin(view->nodes, ", ") << ")\n";

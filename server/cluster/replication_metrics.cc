@@ -57,9 +57,29 @@ std::vector<MetricFamily> ReplicationMetrics::Collect() const {
                        "and may not vote for it.",
                        MetricType::Gauge,
                        {}};
+  MetricFamily voters{"dedup_replication_voters",
+                      "Voters of the shard in its placement: replication_factor, one more while "
+                      "a move's target has been promoted and its source not yet removed.",
+                      MetricType::Gauge,
+                      {}};
+  MetricFamily moving{"dedup_replication_moving",
+                      "1 while the shard moves from one node to another (docs/elastic.md).",
+                      MetricType::Gauge,
+                      {}};
+  MetricFamily copied{"dedup_replication_move_copied_bytes",
+                      "Bytes this node, leading a moving shard, has sent the move's target.",
+                      MetricType::Gauge,
+                      {}};
   for (const ShardView& view : views) {
     if (!view.replica) continue;
     const std::string shard = absl::StrCat(view.shard);
+    voters.metric.push_back(
+        Value(MetricType::Gauge, static_cast<double>(view.voters.size()), {{"shard", shard}}));
+    moving.metric.push_back(Value(MetricType::Gauge, view.move_to >= 0 ? 1 : 0, {{"shard", shard}}));
+    if (view.leading && view.move_to >= 0) {
+      copied.metric.push_back(Value(MetricType::Gauge, static_cast<double>(view.move_copied_bytes),
+                                    {{"shard", shard}, {"to", absl::StrCat(view.move_to)}}));
+    }
     leader.metric.push_back(Value(MetricType::Gauge, view.leading ? 1 : 0, {{"shard", shard}}));
     epoch.metric.push_back(
         Value(MetricType::Gauge, static_cast<double>(view.epoch), {{"shard", shard}}));
@@ -91,9 +111,10 @@ std::vector<MetricFamily> ReplicationMetrics::Collect() const {
                       "transaction.",
                       MetricType::Counter,
                       {Value(MetricType::Counter, static_cast<double>(counters.elections_lost))}};
-  return {std::move(factor), std::move(leader), std::move(epoch),   std::move(without),
-          std::move(live),   std::move(lag),    std::move(learner), std::move(changes),
-          std::move(fenced), std::move(failed)};
+  return {std::move(factor), std::move(leader),  std::move(epoch),   std::move(without),
+          std::move(live),   std::move(lag),     std::move(learner), std::move(voters),
+          std::move(moving), std::move(copied),  std::move(changes), std::move(fenced),
+          std::move(failed)};
 }
 
 }  // namespace dedup::server::cluster

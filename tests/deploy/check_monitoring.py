@@ -93,6 +93,8 @@ REQUIRED_REPLICATION = {
     "dedup_replication_live_replicas": {"shard"},
     "dedup_replication_lag_entries": {"shard", "follower"},
     "dedup_replication_learner": {"shard"},
+    "dedup_replication_voters": {"shard"},
+    "dedup_replication_moving": {"shard"},
 }
 # What stock dashboards and alerts expect of any exporter, and the
 # readiness and capacity series operators alert on: dedupd must export each.
