@@ -109,12 +109,13 @@ namespace {
 // The placement calls change the whole cluster: they need "admin" on "*".
 // etcd is called on a pool thread, not on gRPC's.
 template <typename Body>
-grpc::ServerUnaryReactor* RunPlacementCall(grpc::CallbackServerContext* context,
-                                           Authorizer* auth, Metrics* metrics, WorkerPool* pool,
+grpc::ServerUnaryReactor* RunPlacementCall(grpc::CallbackServerContext* context, Authorizer* auth,
+                                           Metrics* metrics, WorkerPool* pool,
                                            cluster::Replicator* replicator, Body body) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<Caller> caller = auth->Authenticate(*context);
-  absl::Status allowed = caller.ok() ? auth->Authorize(*caller, "*", Role::kAdmin) : caller.status();
+  absl::Status allowed =
+      caller.ok() ? auth->Authorize(*caller, "*", Role::kAdmin) : caller.status();
   if (!allowed.ok()) {
     if (caller.ok()) metrics->RecordDenied("", DenyReason::kNoGrant);
     reactor->Finish(ToGrpcStatus(allowed));
@@ -126,9 +127,8 @@ grpc::ServerUnaryReactor* RunPlacementCall(grpc::CallbackServerContext* context,
         "placed by the static rule and cannot move")));
     return reactor;
   }
-  const grpc::Status queued = SubmitTo(pool, [reactor, replicator, body] {
-    reactor->Finish(ToGrpcStatus(body(replicator)));
-  });
+  const grpc::Status queued = SubmitTo(
+      pool, [reactor, replicator, body] { reactor->Finish(ToGrpcStatus(body(replicator))); });
   if (!queued.ok()) reactor->Finish(queued);
   return reactor;
 }

@@ -40,15 +40,15 @@ std::optional<PlacementView> Fetch(const ChangeContext& context) {
 }
 
 // Calls `call` on the live nodes in turn until one answers.
-grpc::Status CallAnyNode(const ChangeContext& context, const PlacementView& view,
-                         const std::function<grpc::Status(v1::Dedup::Stub&, grpc::ClientContext&)>&
-                             call) {
+grpc::Status CallAnyNode(
+    const ChangeContext& context, const PlacementView& view,
+    const std::function<grpc::Status(v1::Dedup::Stub&, grpc::ClientContext&)>& call) {
   grpc::Status status(grpc::StatusCode::UNAVAILABLE, "no live node to ask");
   for (uint32_t node : view.live) {
     if (node >= view.nodes.size() || view.nodes[node].empty()) continue;
     auto stub = v1::Dedup::NewStub(grpc::CreateChannel(
-        view.nodes[node], context.credentials != nullptr ? context.credentials
-                                                         : grpc::InsecureChannelCredentials()));
+        view.nodes[node],
+        context.credentials != nullptr ? context.credentials : grpc::InsecureChannelCredentials()));
     grpc::ClientContext call_context;
     call_context.set_deadline(absl::ToChronoTime(absl::Now() + context.call_timeout));
     status = call(*stub, call_context);
@@ -90,7 +90,8 @@ std::optional<PlacementView> FetchUntil(const ChangeContext& context, absl::Time
     std::optional<PlacementView> view = Fetch(context);
     if (view.has_value()) return view;
     if (absl::Now() > deadline) {
-      *context.err << "dedupctl: no node of " << context.endpoints << " answered for the topology\n";
+      *context.err << "dedupctl: no node of " << context.endpoints
+                   << " answered for the topology\n";
       return std::nullopt;
     }
     absl::SleepFor(absl::Milliseconds(500));
@@ -149,8 +150,8 @@ int Drive(const ChangeContext& context,
       if (arrived) {
         ++moved;
         copied_done += r.copied;
-        out << "shard " << r.move.shard << " moved from " << NodeName(*view, r.move.from)
-            << " to " << NodeName(*view, r.move.to) << "\n";
+        out << "shard " << r.move.shard << " moved from " << NodeName(*view, r.move.from) << " to "
+            << NodeName(*view, r.move.to) << "\n";
       } else {
         ++failures[r.move.shard];
         err << "dedupctl: the move of shard " << r.move.shard << " to "
@@ -210,15 +211,15 @@ int Drive(const ChangeContext& context,
       const uint64_t total = moved + running.size() + waiting;
       std::string eta = "unknown";
       if (moved > 0 && total > moved) {
-        eta = absl::FormatDuration(
-            absl::Trunc((now - start) / static_cast<double>(moved) * (total - moved),
-                        absl::Seconds(1)));
+        eta = absl::FormatDuration(absl::Trunc(
+            (now - start) / static_cast<double>(moved) * (total - moved), absl::Seconds(1)));
       }
       out << goal << ": moved " << moved << " of " << std::max(total, moved) << " shard(s), "
           << running.size() << " moving, " << Mib(copied) << " copied, ETA " << eta << "\n";
     }
     if (now > deadline) {
-      err << "dedupctl: " << goal << ": not done within --wait=" << absl::FormatDuration(context.wait)
+      err << "dedupctl: " << goal
+          << ": not done within --wait=" << absl::FormatDuration(context.wait)
           << "; moves under way continue on the cluster\n";
       return kExitError;
     }
@@ -419,8 +420,9 @@ int RunRemoveNode(const ChangeContext& context, const std::string& address) {
   if (!Replicated(context, *view)) return kExitError;
   const int32_t node = view->IndexOf(address);
   if (node < 0) {
-    *context.err << "dedupctl: " << address << " is not a node of this cluster (nodes: "
-                 << absl::StrJoin(view->nodes, ", ") << ")\n";
+    *context.err << "dedupctl: " << address
+                 << " is not a node of this cluster (nodes: " << absl::StrJoin(view->nodes, ", ")
+                 << ")\n";
     return kExitError;
   }
   const uint32_t index = static_cast<uint32_t>(node);
@@ -486,8 +488,9 @@ int RunMoveShard(const ChangeContext& context, uint32_t shard, const std::string
     }
   }
   if (target < 0) {
-    *context.err << "dedupctl: " << to << " is not a node of this cluster (nodes: "
-                 << absl::StrJoin(view->nodes, ", ") << ")\n";
+    *context.err << "dedupctl: " << to
+                 << " is not a node of this cluster (nodes: " << absl::StrJoin(view->nodes, ", ")
+                 << ")\n";
     return kExitError;
   }
   const PlacementView::Shard& entry = view->shards[shard];

@@ -369,16 +369,15 @@ int Main(int argc, char** argv) {
     std::cout << spec.usage << "\n";
     return kExitOk;
   }
-  const bool cluster_change = args.command == "cluster" && !args.positional.empty() &&
-                              args.positional[0] != "status";
-  const int wanted =
-      !cluster_change ? spec.positional
-      : (args.positional[0] == "rebalance") ? 1
-                                           : 2;
+  const bool cluster_change =
+      args.command == "cluster" && !args.positional.empty() && args.positional[0] != "status";
+  const int wanted = !cluster_change                       ? spec.positional
+                     : (args.positional[0] == "rebalance") ? 1
+                                                           : 2;
   if (static_cast<int>(args.positional.size()) != wanted) {
-    UsageError(absl::StrCat(args.command, " takes ", wanted, " argument(s), got ",
-                            args.positional.size()),
-               spec.usage);
+    UsageError(
+        absl::StrCat(args.command, " takes ", wanted, " argument(s), got ", args.positional.size()),
+        spec.usage);
   }
   for (const auto& [name, value] : args.options) {
     if (kGlobalOptions.count(name) == 0 && spec.options.count(name) == 0) {
@@ -450,9 +449,9 @@ int Main(int argc, char** argv) {
     if (what == "remove-node") return RunRemoveNode(change, args.positional[1]);
     uint32_t shard = 0;
     if (!absl::SimpleAtoi(args.positional[1], &shard)) {
-      UsageError(absl::StrCat("cluster move-shard: '", args.positional[1],
-                              "' is not a shard number"),
-                 spec.usage);
+      UsageError(
+          absl::StrCat("cluster move-shard: '", args.positional[1], "' is not a shard number"),
+          spec.usage);
     }
     return RunMoveShard(change, shard, Option(args, "to"), Option(args, "from"));
   }

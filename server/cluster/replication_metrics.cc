@@ -75,7 +75,8 @@ std::vector<MetricFamily> ReplicationMetrics::Collect() const {
     const std::string shard = absl::StrCat(view.shard);
     voters.metric.push_back(
         Value(MetricType::Gauge, static_cast<double>(view.voters.size()), {{"shard", shard}}));
-    moving.metric.push_back(Value(MetricType::Gauge, view.move_to >= 0 ? 1 : 0, {{"shard", shard}}));
+    moving.metric.push_back(
+        Value(MetricType::Gauge, view.move_to >= 0 ? 1 : 0, {{"shard", shard}}));
     if (view.leading && view.move_to >= 0) {
       copied.metric.push_back(Value(MetricType::Gauge, static_cast<double>(view.move_copied_bytes),
                                     {{"shard", shard}, {"to", absl::StrCat(view.move_to)}}));
@@ -111,9 +112,9 @@ std::vector<MetricFamily> ReplicationMetrics::Collect() const {
                       "transaction.",
                       MetricType::Counter,
                       {Value(MetricType::Counter, static_cast<double>(counters.elections_lost))}};
-  return {std::move(factor), std::move(leader),  std::move(epoch),   std::move(without),
-          std::move(live),   std::move(lag),     std::move(learner), std::move(voters),
-          std::move(moving), std::move(copied),  std::move(changes), std::move(fenced),
+  return {std::move(factor), std::move(leader), std::move(epoch),   std::move(without),
+          std::move(live),   std::move(lag),    std::move(learner), std::move(voters),
+          std::move(moving), std::move(copied), std::move(changes), std::move(fenced),
           std::move(failed)};
 }
 

@@ -186,9 +186,9 @@ rv1::Replication::Stub* Replicator::PeerStub(uint32_t node) {
   auto it = stubs_.find(node);
   if (it != stubs_.end()) return it->second.get();
   if (node >= addresses_.size() || addresses_[node].empty()) return nullptr;
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      options_.peer_credentials != nullptr ? options_.peer_credentials
-                                           : grpc::InsecureChannelCredentials();
+  std::shared_ptr<grpc::ChannelCredentials> credentials = options_.peer_credentials != nullptr
+                                                              ? options_.peer_credentials
+                                                              : grpc::InsecureChannelCredentials();
   auto stub = rv1::Replication::NewStub(grpc::CreateChannel(addresses_[node], credentials));
   rv1::Replication::Stub* raw = stub.get();
   stubs_[node] = std::move(stub);
@@ -558,8 +558,8 @@ void Replicator::ReadLeadership() {
                      view.placement_revision);
     }
     if (view.move.revision != shard.move.revision) {
-      const absl::Time gone = shard.move.to == view.move.to ? shard.move.target_gone_since
-                                                            : absl::InfiniteFuture();
+      const absl::Time gone =
+          shard.move.to == view.move.to ? shard.move.target_gone_since : absl::InfiniteFuture();
       shard.move = view.move;
       shard.move.target_gone_since = gone;
     }
@@ -750,8 +750,7 @@ void Replicator::Elect(Shard* shard) {
   absl::StatusOr<std::optional<EtcdKeyValue>> placement = etcd_->Get(placement_key);
   if (!placement.ok() || !placement->has_value()) return;
   std::vector<uint32_t> voters, learners;
-  if (!ParsePlacement((*placement)->value, &voters, &learners) ||
-      !Holds(voters, options_.self)) {
+  if (!ParsePlacement((*placement)->value, &voters, &learners) || !Holds(voters, options_.self)) {
     return;
   }
   const int64_t placement_revision = (*placement)->mod_revision;
@@ -1218,9 +1217,9 @@ absl::Status Replicator::CheckLeading(uint32_t s) {
   absl::MutexLock lock(&shard.mu);
   if (shard.leading && shard.serving && LeaseValid()) return absl::OkStatus();
   if (shard.leader >= 0 && shard.leader != static_cast<int32_t>(options_.self)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "shard ", s, " is led by node ", shard.leader, " (", Address(shard.leader),
-        ") at epoch ", shard.epoch, "; fetch the topology and send it there"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", s, " is led by node ", shard.leader, " (", Address(shard.leader),
+                     ") at epoch ", shard.epoch, "; fetch the topology and send it there"));
   }
   if (shard.leading && !shard.serving) {
     return absl::UnavailableError(
@@ -1413,7 +1412,8 @@ rv1::PromiseResponse Replicator::HandlePromise(const rv1::PromiseRequest& reques
   response.set_promised_epoch(log_->Promised(s));
   ToProto(log_->Applied(s), response.mutable_applied());
   if (shard.placed_learner || !Holds(shard.voters, options_.self)) {
-    response.set_reason("this replica is a learner of the shard (a move's target) and does not vote");
+    response.set_reason(
+        "this replica is a learner of the shard (a move's target) and does not vote");
     ToProto(log_->Last(s), response.mutable_last());
     return response;
   }
@@ -1637,9 +1637,9 @@ absl::Status Replicator::MoveShard(uint32_t s, uint32_t from, uint32_t to) {
       etcd_->Get(Key(absl::StrCat("draining/", to)));
   if (!draining.ok()) return draining.status();
   if (moving->has_value()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "shard ", s, " is already moving (", (*moving)->value,
-        "); one move of a shard at a time: wait for it to finish"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", s, " is already moving (", (*moving)->value,
+                     "); one move of a shard at a time: wait for it to finish"));
   }
   std::vector<uint32_t> voters, learners;
   if (!placement->has_value() || !ParsePlacement((*placement)->value, &voters, &learners)) {
@@ -1647,13 +1647,13 @@ absl::Status Replicator::MoveShard(uint32_t s, uint32_t from, uint32_t to) {
         absl::StrCat("shard ", s, " has no readable placement in etcd"));
   }
   if (!Holds(voters, from)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "node ", from, " is not a voter of shard ", s, " (voters: ", NodeList(voters), ")"));
+    return absl::FailedPreconditionError(absl::StrCat("node ", from, " is not a voter of shard ", s,
+                                                      " (voters: ", NodeList(voters), ")"));
   }
   if (Holds(voters, to) || Holds(learners, to)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("node ", to, " already holds shard ", s, " (voters: ", NodeList(voters),
-                     "; learners: ", NodeList(learners), ")"));
+    return absl::FailedPreconditionError(absl::StrCat("node ", to, " already holds shard ", s,
+                                                      " (voters: ", NodeList(voters),
+                                                      "; learners: ", NodeList(learners), ")"));
   }
   if (!live->has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -1769,17 +1769,15 @@ void Replicator::AdvanceMoves() {
     if (step == Step::kHandOff) {
       // The source leads: the target (a voter now) takes the shard, and
       // removes the source as the new leader.
-      HandOffShard(shard, move.to, now + tick,
-                   absl::StrCat("the shard moves to node ", to));
+      HandOffShard(shard, move.to, now + tick, absl::StrCat("the shard moves to node ", to));
       continue;
     }
     // Only while this node still leads at `epoch`, the placement is the one
     // read and the move record unchanged: one change of the replica set at
     // a time, by the leader that sees it.
-    std::vector<EtcdCompare> compares = {
-        {Key(absl::StrCat("shards/", s)), 0, absl::StrCat(epoch)},
-        {placement_key, placement_revision, std::nullopt},
-        {move_key, move.revision, std::nullopt}};
+    std::vector<EtcdCompare> compares = {{Key(absl::StrCat("shards/", s)), 0, absl::StrCat(epoch)},
+                                         {placement_key, placement_revision, std::nullopt},
+                                         {move_key, move.revision, std::nullopt}};
     std::vector<EtcdWrite> writes;
     const char* done = "";
     if (step == Step::kPromote) {
@@ -1873,8 +1871,7 @@ bool Replicator::HandOffShard(Shard* shard, int32_t to, absl::Time deadline,
       // the shard as if nobody had been named: as the shard's first voter,
       // at once, and it would win it back from its own target.
       shard->handoff_to = target;
-      shard->next_election =
-          std::max(shard->next_election, absl::Now() + options_.lease_ttl / 2);
+      shard->next_election = std::max(shard->next_election, absl::Now() + options_.lease_ttl / 2);
     }
   }
   const std::string key = Key(absl::StrCat("leader/", s));
@@ -2022,7 +2019,8 @@ std::vector<ShardView> Replicator::Views() {
       if (auto it = shard.peers.find(static_cast<uint32_t>(shard.move.to));
           it != shard.peers.end()) {
         view.move_copied_bytes = it->second.sent_bytes;
-        view.move_behind = view.last.seq > it->second.match_seq ? view.last.seq - it->second.match_seq : 0;
+        view.move_behind =
+            view.last.seq > it->second.match_seq ? view.last.seq - it->second.match_seq : 0;
       }
     }
     if (shard.leader < 0 && shard.leaderless_since != absl::InfiniteFuture()) {

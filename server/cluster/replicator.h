@@ -6,8 +6,8 @@
 // Every shard has `replication_factor` replicas, placed by etcd
 // (docs/elastic.md): nodes s, s+1, ... (mod n) of the first cluster.nodes
 // when the cluster is created, and wherever shard moves take them since.
-// One of them leads the shard and serves its calls; the others follow. The store decides every call exactly as a single node
-// does; this class turns the writes it decided into the next entries of
+// One of them leads the shard and serves its calls; the others follow. The store decides every call
+// exactly as a single node does; this class turns the writes it decided into the next entries of
 // the shard's log (storage/replication_log.h), ships them to the
 // followers, and answers once a majority holds them (§2).
 //
