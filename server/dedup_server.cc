@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
       server->store_.get(), server->pool_.get(), server->scan_pool_.get(), server->metrics_.get(),
       server->auth_.get(), shards,
       RequestTranslator(settings.policies, settings.max_key_bytes, replicated ? nullptr : shards),
-      settings.limits);
+      settings.limits, settings.execution);
   if (replicated) server->service_->SetReplicator(server->replicator_.get());
 
   grpc::EnableDefaultHealthCheckService(true);

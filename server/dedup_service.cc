@@ -26,7 +26,7 @@ absl::Status CheckBatchSize(const v1::BatchRequest& request) {
 DedupService::DedupService(storage::Store* store, WorkerPool* pool, WorkerPool* scan_pool,
                            Metrics* metrics, Authorizer* auth,
                            std::shared_ptr<const ShardMap> shards, RequestTranslator translator,
-                           const ServerLimits& limits)
+                           const ServerLimits& limits, Execution execution)
     : store_(store),
       pool_(pool),
       scan_pool_(scan_pool),
@@ -34,7 +34,8 @@ DedupService::DedupService(storage::Store* store, WorkerPool* pool, WorkerPool* 
       auth_(auth),
       shards_(std::move(shards)),
       translator_(std::move(translator)),
-      limits_(limits) {}
+      limits_(limits),
+      execution_(execution) {}
 
 grpc::Status AbandonedStatus(grpc::CallbackServerContext* context) {
   if (context->deadline() <= std::chrono::system_clock::now()) {
@@ -64,6 +65,10 @@ grpc::Status SubmitTo(WorkerPool* pool, std::function<void()> task) {
 }  // namespace
 
 grpc::Status DedupService::Submit(std::function<void()> task) {
+  if (execution_ == Execution::kInline && !store_->WritesStalled()) {
+    task();
+    return grpc::Status::OK;
+  }
   return SubmitTo(pool_, std::move(task));
 }
 

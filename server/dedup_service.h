@@ -11,6 +11,7 @@
 #include "server/limits.h"
 #include "server/metrics.h"
 #include "server/request_translator.h"
+#include "server/server_settings.h"
 #include "server/shard_map.h"
 #include "server/worker_pool.h"
 #include "storage/store.h"
@@ -24,16 +25,18 @@ inline constexpr int kMaxBatchOperations = 1000;
 absl::Status CheckBatchSize(const v1::BatchRequest& request);
 
 // The dedup.v1.Dedup service on gRPC's callback API. Handlers validate on
-// the gRPC thread, run storage work on the worker pool and finish from
-// there, so no gRPC thread waits on disk and independent keys proceed in
-// parallel.
+// the gRPC thread, then run storage work and finish either on the worker
+// pool (Execution::kWorkers), so that no gRPC thread waits on a disk sync
+// or a follower, or on the same gRPC thread (Execution::kInline, buffered
+// single-node storage, which never waits), saving the hand-off. Inline
+// calls still go to the pool while RocksDB stalls writes.
 class DedupService final : public v1::Dedup::CallbackService {
  public:
   // `store`, `pool`, `scan_pool`, `metrics` and `auth` must outlive the
   // service.
   DedupService(storage::Store* store, WorkerPool* pool, WorkerPool* scan_pool, Metrics* metrics,
                Authorizer* auth, std::shared_ptr<const ShardMap> shards,
-               RequestTranslator translator, const ServerLimits& limits);
+               RequestTranslator translator, const ServerLimits& limits, Execution execution);
 
   // Makes Topology name each shard's leader (a replicated cluster). Call
   // before serving; `replicator` must outlive the service.
@@ -94,8 +97,9 @@ class DedupService final : public v1::Dedup::CallbackService {
   void RecordRequest(Method method, absl::string_view ns, RequestStart start,
                      const grpc::Status& status);
 
-  // Queues `task` on the worker pool (Scan's own pool for SubmitScan); on
-  // refusal, the status to answer.
+  // Runs `task` now on this thread (inline execution while storage accepts
+  // writes at full speed) or queues it on the worker pool (Scan's own pool
+  // for SubmitScan); on refusal, the status to answer.
   grpc::Status Submit(std::function<void()> task);
   grpc::Status SubmitScan(std::function<void()> task);
 
@@ -129,6 +133,7 @@ class DedupService final : public v1::Dedup::CallbackService {
   cluster::Replicator* replicator_ = nullptr;
   const RequestTranslator translator_;
   const ServerLimits limits_;
+  const Execution execution_;
   std::atomic<uint32_t> open_streams_{0};
 };
 

@@ -41,6 +41,9 @@ ABSL_FLAG(bool, strict, false,
           "Refuse namespaces that the config does not declare (NOT_FOUND) "
           "[config: strict_namespaces].");
 ABSL_FLAG(uint32_t, workers, 0, "Storage worker threads [config: workers; default 32].");
+ABSL_FLAG(std::string, execution, "",
+          "Where storage work runs: auto, workers or inline (on gRPC's thread; buffered "
+          "durability without replication only) [config: execution; default auto].");
 ABSL_FLAG(uint32_t, max_key_bytes, 0, "Longest key in bytes [config: max_key_bytes; default 512].");
 ABSL_FLAG(std::string, metrics_listen, "",
           "HTTP address of /metrics, /healthz and /readyz, or off [config: metrics_listen; "
@@ -138,6 +141,10 @@ Flags (each overrides the config field in brackets):
                         traffic keeps its p99 [cluster.move_bytes_per_second;
                         default 33554432]
   --workers=N           storage worker threads [workers; default 32]
+  --execution=MODE      where a call's storage work runs: workers (the pool),
+                        inline (the gRPC thread that received it, saving a
+                        hand-off; buffered durability without replication
+                        only), or auto: inline where allowed [execution]
   --max_key_bytes=N     longest key [max_key_bytes; default 512]
   --log_level=LEVEL     trace, debug, info, warn, error or off (default info)
   --log_format=FORMAT   text, or json: one object per line with time, level,
@@ -263,6 +270,9 @@ absl::StatusOr<ServerConfig> LoadConfig() {
     config.mutable_cluster()->set_move_bytes_per_second(absl::GetFlag(FLAGS_move_bytes_per_second));
   }
   if (absl::GetFlag(FLAGS_workers) != 0) config.set_workers(absl::GetFlag(FLAGS_workers));
+  if (!absl::GetFlag(FLAGS_execution).empty()) {
+    config.set_execution(absl::GetFlag(FLAGS_execution));
+  }
   if (absl::GetFlag(FLAGS_max_key_bytes) != 0) {
     config.set_max_key_bytes(absl::GetFlag(FLAGS_max_key_bytes));
   }

@@ -321,6 +321,30 @@ absl::Status ResolveCluster(const v1::ClusterConfig& cluster, ServerSettings* se
   return absl::OkStatus();
 }
 
+// Needs durability and replication resolved: inline execution is allowed
+// only where storage never waits for a disk sync or a follower.
+absl::Status ResolveExecution(const std::string& execution, ServerSettings* settings) {
+  const bool waits =
+      settings->store.durability == storage::Durability::kFsync || settings->replication_factor > 1;
+  if (execution.empty() || execution == "auto") {
+    settings->execution = waits ? Execution::kWorkers : Execution::kInline;
+  } else if (execution == "workers") {
+    settings->execution = Execution::kWorkers;
+  } else if (execution == "inline") {
+    if (waits) {
+      return absl::InvalidArgumentError(
+          "execution: \"inline\" needs durability \"buffered\" and no replication: with fsync "
+          "or followers to wait for, gRPC's threads would sleep in storage calls; use "
+          "\"workers\" or \"auto\"");
+    }
+    settings->execution = Execution::kInline;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "execution: must be \"auto\", \"workers\" or \"inline\", got \"", execution, "\""));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<v1::ServerConfig> ParseConfigText(const std::string& text) {
@@ -388,6 +412,8 @@ absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config) {
   if (!s.ok()) return s;
   s = ResolveStorage(config, &settings.store);
   if (!s.ok()) return s;
+  s = ResolveExecution(config.execution(), &settings);
+  if (!s.ok()) return s;
 
   Policy default_policy;
   s = ResolvePolicy(config.default_policy(), Policy(), "default_policy", &default_policy);
@@ -432,6 +458,7 @@ std::string DescribeSettings(const ServerSettings& s) {
                                               " cluster_name=", s.cluster_name)
                                : std::string(),
       " namespaces=", s.policies->declared().size(), " workers=", s.workers,
+      " execution=", s.execution == Execution::kInline ? "inline" : "workers",
       " max_key_bytes=", s.max_key_bytes, " max_queued_tasks=", s.limits.max_queued_tasks,
       " max_receive_message_bytes=", s.limits.max_receive_message_bytes,
       " max_batch_answer_bytes=", s.limits.max_batch_answer_bytes,

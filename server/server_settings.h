@@ -16,11 +16,18 @@
 
 namespace dedup::server {
 
+// Where a call's storage work runs (server_config.proto, `execution`).
+enum class Execution {
+  kWorkers,  // Handed to the worker pool.
+  kInline,   // On the gRPC thread, except while RocksDB stalls writes.
+};
+
 // Everything dedupd runs with, validated and with defaults applied.
 struct ServerSettings {
   std::string listen;
   uint32_t max_key_bytes = 512;
   uint32_t workers = 32;
+  Execution execution = Execution::kWorkers;
   int64_t shutdown_grace_ms = 10'000;
   std::string metrics_listen;  // Empty: no HTTP endpoint.
   std::string probe_listen;    // Empty: probes only on metrics_listen.

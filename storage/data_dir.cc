@@ -1,6 +1,7 @@
 #include "storage/data_dir.h"
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -97,7 +98,18 @@ class DataDir::ErrorListener final : public rocksdb::EventListener {
     return error_;
   }
 
+  // Also follows write stalls, counting the families whose writes RocksDB
+  // delays or stops (a family leaves kNormal and comes back once each).
+  void OnStallConditionsChanged(const rocksdb::WriteStallInfo& info) override {
+    const bool was = info.condition.prev != rocksdb::WriteStallCondition::kNormal;
+    const bool is = info.condition.cur != rocksdb::WriteStallCondition::kNormal;
+    if (is && !was) stalled_families_.fetch_add(1, std::memory_order_relaxed);
+    if (was && !is) stalled_families_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  bool writes_stalled() const { return stalled_families_.load(std::memory_order_relaxed) > 0; }
+
  private:
+  std::atomic<int> stalled_families_{0};
   mutable absl::Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
@@ -261,6 +273,8 @@ absl::Status DataDir::Recover() {
   if (!resumed.ok()) return resumed;
   return BackgroundError();
 }
+
+bool DataDir::WritesStalled() const { return listener_->writes_stalled(); }
 
 uint64_t DataDir::WriteStallMicros() const {
   return statistics_->getTickerCount(rocksdb::STALL_MICROS);

@@ -59,6 +59,10 @@ class DataDir {
 
   const std::string& path() const { return options_.path; }
 
+  // Whether RocksDB delays or stops writes to any family now (too many
+  // memtables or level-0 files waiting for flush or compaction).
+  bool WritesStalled() const;
+
   // Microseconds writers have waited for RocksDB (delayed or stopped
   // writes) since open.
   uint64_t WriteStallMicros() const;

@@ -315,6 +315,8 @@ absl::Status Store::Flush() {
   return FromRocks(dir_->db()->Flush(rocksdb::FlushOptions(), dir_->shards()), "flush failed");
 }
 
+bool Store::WritesStalled() const { return dir_->WritesStalled(); }
+
 absl::Status Store::BackgroundError() const {
   if (sync_failed_) {
     absl::MutexLock lock(&sync_mu_);

@@ -161,6 +161,10 @@ class Store {
   // working either way.
   absl::Status BackgroundError() const;
 
+  // Whether RocksDB delays or stops writes now, so that a write would wait
+  // for a flush or compaction. Cheap: one atomic read.
+  bool WritesStalled() const;
+
   // After RESOURCE_EXHAUSTED, tries to accept writes again (once space has
   // been freed); OK when it does. Other errors are returned unchanged.
   absl::Status Recover();

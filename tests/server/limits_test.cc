@@ -22,6 +22,7 @@ class WorkerLimitTest : public ServerTest {
   std::string Config() const override {
     return R"pb(
       durability: "buffered"
+      execution: "workers"
       workers: 1
       limits { max_queued_tasks: 2 }
     )pb";
@@ -125,6 +126,43 @@ TEST_F(WorkerLimitTest, ACancelledCallNeverReachesStorage) {
   Unblock();
 
   EXPECT_EQ(Query(QueryOf(kNs, "order-1")).record().state(), v1::STATE_ABSENT);
+}
+
+// Buffered, single node, execution left at auto: storage work runs on the
+// gRPC thread, so a busy worker pool delays nothing.
+class InlineExecutionTest : public WorkerLimitTest {
+ protected:
+  std::string Config() const override {
+    return R"pb(
+      durability: "buffered"
+      workers: 1
+      limits { max_queued_tasks: 1 }
+    )pb";
+  }
+};
+
+TEST_F(InlineExecutionTest, CallsAreAnsweredWhileEveryWorkerIsBusy) {
+  BlockTheWorker();
+  ASSERT_EQ(server_->server().pool()->Submit([] {}), WorkerPool::Admission::kQueued);
+
+  EXPECT_EQ(Claim(ClaimOf(kNs, "order-1", "worker-a")).outcome(), v1::ClaimResponse::ACQUIRED);
+  v1::BatchRequest batch;
+  *batch.add_operations() = Op(QueryOf(kNs, "order-1"));
+  const v1::BatchResponse answer = Batch(batch);
+  ASSERT_EQ(answer.results_size(), 1);
+  EXPECT_EQ(answer.results(0).query().record().state(), v1::STATE_IN_PROGRESS);
+
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  auto stream = stub().Stream(context.get());
+  ASSERT_TRUE(stream->Write(batch));
+  v1::BatchResponse streamed;
+  ASSERT_TRUE(stream->Read(&streamed));
+  ASSERT_EQ(streamed.results_size(), 1);
+  EXPECT_EQ(streamed.results(0).query().record().state(), v1::STATE_IN_PROGRESS);
+  ASSERT_TRUE(stream->WritesDone());
+  EXPECT_FALSE(stream->Read(&streamed));
+  EXPECT_THAT(stream->Finish(), IsOk());
+  Unblock();
 }
 
 class MessageLimitTest : public ServerTest {

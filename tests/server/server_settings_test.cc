@@ -42,6 +42,35 @@ TEST(ServerSettingsTest, LimitsHaveTheirDefaults) {
   EXPECT_EQ(limits.max_connection_age_grace_ms, 30'000);
 }
 
+TEST(ServerSettingsTest, ExecutionIsInlineOnlyWhereStorageNeverWaits) {
+  constexpr char kReplicated[] = R"pb(
+    durability: "buffered"
+    cluster {
+      nodes: [ "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3" ]
+      replication_factor: 3
+      etcd_endpoints: "127.0.0.1:2379"
+    })pb";
+  absl::StatusOr<ServerSettings> settings = Resolve(R"pb(durability: "buffered")pb");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->execution, Execution::kInline) << "auto, buffered single node";
+  settings = Resolve(R"pb(durability: "fsync")pb");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->execution, Execution::kWorkers) << "auto: a sync would hold gRPC's thread";
+  settings = Resolve(kReplicated);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->execution, Execution::kWorkers) << "auto: followers are waited for";
+  settings = Resolve(R"pb(durability: "buffered" execution: "workers")pb");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->execution, Execution::kWorkers);
+
+  EXPECT_THAT(Resolve(R"pb(durability: "fsync" execution: "inline")pb").status().message(),
+              HasSubstr("execution: \"inline\" needs durability \"buffered\""));
+  EXPECT_THAT(Resolve(absl::StrCat(kReplicated, R"pb(execution: "inline")pb")).status().message(),
+              HasSubstr("and no replication"));
+  EXPECT_THAT(Resolve(R"pb(execution: "threads")pb").status().message(),
+              HasSubstr("execution: must be \"auto\", \"workers\" or \"inline\""));
+}
+
 TEST(ServerSettingsTest, LimitsAreReadFromTheConfig) {
   absl::StatusOr<ServerSettings> settings =
       Resolve(R"pb(limits { max_queued_tasks: 7 keepalive_time: "5m" max_stream_batches: 2 })pb");

@@ -119,6 +119,9 @@ max_key_bytes: {{ int64 . }}
 {{- with .workers }}
 workers: {{ int64 . }}
 {{- end }}
+{{- with .execution }}
+execution: {{ . | quote }}
+{{- end }}
 {{- with .abandonedGrace }}
 abandoned_grace: {{ . | quote }}
 {{- end }}
