@@ -28,8 +28,9 @@ absl::Status CheckBatchSize(const v1::BatchRequest& request);
 // the gRPC thread, then run storage work and finish either on the worker
 // pool (Execution::kWorkers), so that no gRPC thread waits on a disk sync
 // or a follower, or on the same gRPC thread (Execution::kInline, buffered
-// single-node storage, which never waits), saving the hand-off. Inline
-// calls still go to the pool while RocksDB stalls writes.
+// single-node storage, where a call waits for neither), saving the
+// hand-off. Inline calls still go to the pool while RocksDB reports a write
+// stall.
 class DedupService final : public v1::Dedup::CallbackService {
  public:
   // `store`, `pool`, `scan_pool`, `metrics` and `auth` must outlive the

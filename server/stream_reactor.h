@@ -13,7 +13,8 @@ namespace dedup::server {
 
 class DedupService;
 
-// One Stream call: reads batches, runs them on the worker pool, and writes
+// One Stream call: reads batches, runs them through DedupService::Submit
+// (on the worker pool, or inline on the reading gRPC thread), and writes
 // each answer as soon as it is ready (so answers may overtake each other;
 // batch_id tells them apart). Backpressure, not buffering: reading pauses
 // while limits().max_stream_batches batches are unanswered (running or
@@ -42,7 +43,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
   void OnDone() override;
 
  private:
-  // Called from a worker when a batch's answer is ready.
+  // Called from a worker, or inline from OnReadDone, when a batch's answer
+  // is ready.
   void Answer(v1::BatchResponse response);
   // Whether the call is due to finish: reads are over and nothing runs or
   // waits to be written. The first caller that sees it due gets true (and

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -98,18 +99,27 @@ class DataDir::ErrorListener final : public rocksdb::EventListener {
     return error_;
   }
 
-  // Also follows write stalls, counting the families whose writes RocksDB
-  // delays or stops (a family leaves kNormal and comes back once each).
+  // Also follows write stalls: the families whose writes RocksDB delays or
+  // stops, by their latest notified condition. A family's condition at
+  // open is not notified, so one that opens stalled counts from its next
+  // change on. RocksDB notifies after the change, from the thread that made
+  // it: a stall that a write starts itself (its memtable switch) is seen
+  // once that write is through.
   void OnStallConditionsChanged(const rocksdb::WriteStallInfo& info) override {
-    const bool was = info.condition.prev != rocksdb::WriteStallCondition::kNormal;
-    const bool is = info.condition.cur != rocksdb::WriteStallCondition::kNormal;
-    if (is && !was) stalled_families_.fetch_add(1, std::memory_order_relaxed);
-    if (was && !is) stalled_families_.fetch_sub(1, std::memory_order_relaxed);
+    absl::MutexLock lock(&stall_mu_);
+    if (info.condition.cur == rocksdb::WriteStallCondition::kNormal) {
+      stalled_.erase(info.cf_name);
+    } else {
+      stalled_.insert(info.cf_name);
+    }
+    any_stalled_.store(!stalled_.empty(), std::memory_order_relaxed);
   }
-  bool writes_stalled() const { return stalled_families_.load(std::memory_order_relaxed) > 0; }
+  bool writes_stalled() const { return any_stalled_.load(std::memory_order_relaxed); }
 
  private:
-  std::atomic<int> stalled_families_{0};
+  absl::Mutex stall_mu_;
+  std::set<std::string> stalled_ ABSL_GUARDED_BY(stall_mu_);
+  std::atomic<bool> any_stalled_{false};
   mutable absl::Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
