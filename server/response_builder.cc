@@ -1,5 +1,6 @@
 #include "server/response_builder.h"
 
+#include <algorithm>
 #include <string>
 
 #include "server/proto_mapping.h"
@@ -65,6 +66,8 @@ void FillClaim(const storage::OpResult& result, v1::ClaimResponse* out) {
     case Outcome::kCompleted:
       out->set_result(r.result);
       out->set_completed_ms(r.completed_ms);
+      out->set_retention_remaining_ms(
+          static_cast<uint64_t>(std::max<int64_t>(r.retention_expires_ms - result.now_ms, 0)));
       break;
     default:
       break;

@@ -89,6 +89,7 @@ struct OpResult {
   Record record;
   bool takeover = false;  // Claim: acquired over an expired lease.
   bool poisoned = false;  // This operation made the key FAILED.
+  int64_t now_ms = 0;     // The storage time the answer was decided at.
 };
 
 // Sets the authenticated caller of a Claim, Complete, Release or Extend;

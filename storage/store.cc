@@ -189,6 +189,7 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
       }
       pending[storage_key] = std::move(t->stored);
     }
+    t->result.now_ms = now_ms;
     results.push_back(std::move(t->result));
   }
 
