@@ -1,12 +1,15 @@
 #include "dedup/client/client.h"
 
 #include <atomic>
+#include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "completed_cache.h"
 #include "dedup/client/grpc_status.h"
 #include "grpc_deadline.h"
 #include "live_calls.h"
@@ -58,6 +61,11 @@ class Client::Impl {
         scheduler_(std::make_unique<Scheduler>(clock_)),
         topology_(Endpoints(options.endpoint), ConnectionOptions(options), scheduler_.get(),
                   live_calls_.get()) {
+    if (options.completed_cache_entries > 0) {
+      completed_ = std::make_unique<CompletedCache>(
+          static_cast<size_t>(options.completed_cache_entries), options.completed_cache_bytes,
+          options.completed_cache_max_age, clock_);
+    }
     topology_.Refresh();
   }
 
@@ -88,6 +96,23 @@ class Client::Impl {
 
   // The time left until `deadline`, for a gRPC call's own deadline.
   absl::Duration TimeLeft(SteadyTime deadline) const { return deadline - clock_->SteadyNow(); }
+
+  // Null unless ClientOptions::completed_cache_entries.
+  CompletedCache* completed() const { return completed_.get(); }
+
+  // Runs `task` on the scheduler's thread, counted in flight so that the
+  // destructor waits for it (a cached answer's callback).
+  void Post(std::function<void()> task) {
+    {
+      absl::MutexLock lock(&mu_);
+      ++in_flight_;
+    }
+    scheduler_->After(absl::ZeroDuration(), [this, task = std::move(task)] {
+      task();
+      absl::MutexLock lock(&mu_);
+      --in_flight_;
+    });
+  }
 
   void Invoke(v1::Operation op, SteadyTime deadline, OpCallback done) {
     {
@@ -160,6 +185,7 @@ class Client::Impl {
   std::unique_ptr<LiveCalls> live_calls_;
   std::unique_ptr<Scheduler> scheduler_;
   Topology topology_;
+  std::unique_ptr<CompletedCache> completed_;
 
   absl::Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
@@ -199,6 +225,17 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
     return absl::InvalidArgumentError(
         absl::StrCat("max_batches_in_flight: must be 1..16, got ", options.max_batches_in_flight));
   }
+  if (options.completed_cache_entries < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "completed_cache_entries: must be 0 (off) or more, got ", options.completed_cache_entries));
+  }
+  if (options.completed_cache_entries > 0 && options.completed_cache_bytes == 0) {
+    return absl::InvalidArgumentError("completed_cache_bytes: must be positive with a cache");
+  }
+  if (options.completed_cache_entries > 0 &&
+      options.completed_cache_max_age <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("completed_cache_max_age: must be positive with a cache");
+  }
   if (options.default_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("default_timeout: must be positive");
   }
@@ -229,12 +266,49 @@ const Clock& Client::clock() const { return impl_->clock(); }
     return future.get();                                                                   \
   }
 
-DEDUP_CLIENT_CALL(Claim, ClaimRequest, ClaimResponse, claim)
 DEDUP_CLIENT_CALL(Complete, CompleteRequest, CompleteResponse, complete)
 DEDUP_CLIENT_CALL(Release, ReleaseRequest, ReleaseResponse, release)
 DEDUP_CLIENT_CALL(Extend, ExtendRequest, ExtendResponse, extend)
 DEDUP_CLIENT_CALL(Query, QueryRequest, QueryResponse, query)
 #undef DEDUP_CLIENT_CALL
+
+// Claim as the others, but a COMPLETED answer in the cache (when there is
+// one) is handed back at once, and COMPLETED answers are kept in it.
+void Client::ClaimAsync(const v1::ClaimRequest& request, Callback<v1::ClaimResponse> done,
+                        const CallOptions& options) {
+  CompletedCache* cache = impl_->completed();
+  if (cache != nullptr) {
+    if (std::optional<v1::ClaimResponse> cached = cache->Find(request)) {
+      // On a client thread, as every callback of the asynchronous forms.
+      impl_->Post([done = std::move(done), answer = *std::move(cached)]() mutable {
+        done(std::move(answer));
+      });
+      return;
+    }
+    const SteadyTime sent = impl_->clock().SteadyNow();
+    Callback<v1::ClaimResponse> answer = std::move(done);
+    done = [cache, request, sent, answer = std::move(answer)](absl::StatusOr<v1::ClaimResponse> r) {
+      if (r.ok()) cache->Remember(request, *r, sent);
+      answer(std::move(r));
+    };
+  }
+  v1::Operation op;
+  *op.mutable_claim() = request;
+  impl_->Invoke(std::move(op), impl_->Deadline(options),
+                Typed<v1::ClaimResponse>(
+                    std::move(done), [](const v1::OperationResult& r) { return r.has_claim(); },
+                    [](v1::OperationResult* r) { return r->mutable_claim(); }));
+}
+
+absl::StatusOr<v1::ClaimResponse> Client::Claim(const v1::ClaimRequest& request,
+                                                const CallOptions& options) {
+  if (CompletedCache* cache = impl_->completed(); cache != nullptr) {
+    if (std::optional<v1::ClaimResponse> cached = cache->Find(request)) return *std::move(cached);
+  }
+  auto [done, future] = Promised<v1::ClaimResponse>();
+  ClaimAsync(request, std::move(done), options);
+  return future.get();
+}
 
 std::future<absl::StatusOr<v1::ClaimResponse>> Client::ClaimFuture(const v1::ClaimRequest& request,
                                                                    const CallOptions& options) {

@@ -352,6 +352,130 @@ TEST(CoalescedStreamTest, CallsToANodeThatIsDownEndCleanly) {
   for (auto& caller : callers) EXPECT_EQ(caller.get(), 0);
 }
 
+// The cache of COMPLETED answers (ClientOptions::completed_cache_entries)
+// against a real server that the test stops, so that an answer that still
+// arrives can only have come from the cache. Coalescing on and off.
+class CompletedCacheTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    auto server = TestServer::Start(R"pb(
+                                      durability: "buffered"
+                                      namespaces {
+                                        name: "orders"
+                                        policy { retention_floor: "0s" }
+                                      })pb",
+                                    nullptr);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+  }
+
+  std::unique_ptr<Client> NewClient(int entries) {
+    ClientOptions options;
+    options.endpoint = absl::StrCat("127.0.0.1:", server_->server().port());
+    options.coalesce = GetParam();
+    options.completed_cache_entries = entries;
+    options.default_timeout = absl::Milliseconds(500);
+    auto client = Client::Create(options);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? std::move(*client) : nullptr;
+  }
+
+  // Claims and completes `key` with result "receipt-" + key.
+  void ClaimAndComplete(Client& client, const std::string& key, uint64_t retention_ms = 0) {
+    auto claimed = client.Claim(ClaimOf(key, "worker-a"));
+    ASSERT_TRUE(claimed.ok()) << claimed.status();
+    ASSERT_EQ(claimed->outcome(), v1::ClaimResponse::ACQUIRED);
+    v1::CompleteRequest complete = CompleteOf(key, claimed->token(), "receipt-" + key);
+    if (retention_ms != 0) complete.set_retention_ms(retention_ms);
+    auto completed = client.Complete(complete);
+    ASSERT_TRUE(completed.ok()) << completed.status();
+    ASSERT_EQ(completed->outcome(), v1::CompleteResponse::OK);
+  }
+
+  // Stops serving at once: the open Stream of a coalescing client would
+  // hold the usual grace.
+  void StopServer() { server_->server().Shutdown(absl::Milliseconds(100)); }
+
+  std::unique_ptr<TestServer> server_;
+};
+
+TEST_P(CompletedCacheTest, ADuplicateOfACachedCompletionIsAnsweredWithoutTheServer) {
+  std::unique_ptr<Client> client = NewClient(100);
+  ASSERT_NO_FATAL_FAILURE(ClaimAndComplete(*client, "o-1"));
+  ASSERT_NO_FATAL_FAILURE(ClaimAndComplete(*client, "o-2"));
+  auto from_server = client->Claim(ClaimOf("o-1", "worker-b"));  // Cached from here on.
+  ASSERT_TRUE(from_server.ok()) << from_server.status();
+  ASSERT_EQ(from_server->outcome(), v1::ClaimResponse::COMPLETED);
+  EXPECT_GT(from_server->retention_remaining_ms(), 0u);
+
+  StopServer();
+
+  auto cached = client->Claim(ClaimOf("o-1", "worker-c"));
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_EQ(cached->outcome(), v1::ClaimResponse::COMPLETED);
+  EXPECT_EQ(cached->result(), "receipt-o-1");
+  EXPECT_EQ(cached->token(), from_server->token());
+  EXPECT_EQ(cached->completed_ms(), from_server->completed_ms());
+  EXPECT_EQ(cached->attempts(), from_server->attempts());
+  EXPECT_LE(cached->retention_remaining_ms(), from_server->retention_remaining_ms());
+  auto async = client->ClaimFuture(ClaimOf("o-1", "worker-d")).get();
+  ASSERT_TRUE(async.ok()) << async.status();
+  EXPECT_EQ(async->result(), "receipt-o-1");
+
+  EXPECT_FALSE(client->Claim(ClaimOf("o-2", "worker-b")).ok())
+      << "o-2's COMPLETED was never answered to a Claim, so it is not cached";
+  v1::ClaimRequest other_fingerprint = ClaimOf("o-1", "worker-b");
+  other_fingerprint.set_fingerprint("sha256:another-payload");
+  EXPECT_FALSE(client->Claim(other_fingerprint).ok())
+      << "another fingerprint must reach the server (which answers MISMATCH)";
+}
+
+TEST_P(CompletedCacheTest, IsOffByDefault) {
+  std::unique_ptr<Client> client = NewClient(0);
+  ASSERT_NO_FATAL_FAILURE(ClaimAndComplete(*client, "o-1"));
+  ASSERT_EQ(client->Claim(ClaimOf("o-1", "worker-b"))->outcome(), v1::ClaimResponse::COMPLETED);
+
+  StopServer();
+
+  EXPECT_FALSE(client->Claim(ClaimOf("o-1", "worker-c")).ok());
+}
+
+TEST_P(CompletedCacheTest, KeepsOnlyTheMostRecentlyUsedAnswers) {
+  std::unique_ptr<Client> client = NewClient(2);
+  for (const char* key : {"o-1", "o-2", "o-3"}) {
+    ASSERT_NO_FATAL_FAILURE(ClaimAndComplete(*client, key));
+  }
+  ASSERT_TRUE(client->Claim(ClaimOf("o-1", "worker-b")).ok());
+  ASSERT_TRUE(client->Claim(ClaimOf("o-2", "worker-b")).ok());
+  ASSERT_TRUE(client->Claim(ClaimOf("o-1", "worker-b")).ok());  // o-1 used last: o-2 goes next.
+  ASSERT_TRUE(client->Claim(ClaimOf("o-3", "worker-b")).ok());
+
+  StopServer();
+
+  EXPECT_TRUE(client->Claim(ClaimOf("o-1", "worker-c")).ok());
+  EXPECT_TRUE(client->Claim(ClaimOf("o-3", "worker-c")).ok());
+  EXPECT_FALSE(client->Claim(ClaimOf("o-2", "worker-c")).ok()) << "evicted";
+}
+
+TEST_P(CompletedCacheTest, AnAnswerIsNotKeptPastTheRetentionTheServerReported) {
+  std::unique_ptr<Client> client = NewClient(100);
+  ASSERT_NO_FATAL_FAILURE(ClaimAndComplete(*client, "o-1", /*retention_ms=*/300));
+  auto completed = client->Claim(ClaimOf("o-1", "worker-b"));
+  ASSERT_TRUE(completed.ok()) << completed.status();
+  ASSERT_EQ(completed->outcome(), v1::ClaimResponse::COMPLETED);
+  EXPECT_LE(completed->retention_remaining_ms(), 300u);
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+
+  auto after = client->Claim(ClaimOf("o-1", "worker-c"));
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->outcome(), v1::ClaimResponse::ACQUIRED)
+      << "the server forgot the completion, and so did the cache";
+}
+
+INSTANTIATE_TEST_SUITE_P(CoalescedAndUnary, CompletedCacheTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Coalesced" : "Unary"; });
+
 TEST(ClientOptionsTest, RejectsBadOptions) {
   ClientOptions options;
   options.max_batch = 0;
@@ -365,6 +489,12 @@ TEST(ClientOptionsTest, RejectsBadOptions) {
     EXPECT_EQ(Client::Create(options).status().code(), absl::StatusCode::kInvalidArgument)
         << in_flight;
   }
+  options = ClientOptions();
+  options.completed_cache_entries = -1;
+  EXPECT_EQ(Client::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.completed_cache_entries = 10;
+  options.completed_cache_max_age = absl::ZeroDuration();
+  EXPECT_EQ(Client::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -43,6 +43,18 @@ struct ClientOptions {
   // At most 16: dedupd stops reading a Stream with 16 batches unanswered
   // (its limits.max_stream_batches).
   int max_batches_in_flight = 4;
+  // Cache of COMPLETED answers to Claim, off (0) by default. Above 0, up to
+  // this many answers are kept (and at most `completed_cache_bytes` of
+  // them, results included), so that a duplicate of a recently completed
+  // key is answered without a round trip. The answer is exactly what the
+  // server would send: a completion is final until its retention ends, and
+  // an answer is kept for no longer than the server said it still remembers
+  // it (retention_remaining_ms, counted from before the call was sent), nor
+  // than `completed_cache_max_age`, and serves only Claims with the same
+  // fingerprint. Answers of other kinds are never cached.
+  int completed_cache_entries = 0;
+  size_t completed_cache_bytes = 64u << 20;
+  absl::Duration completed_cache_max_age = absl::Minutes(10);
   // Where the client reads time; null means SystemClock::Default(). Must
   // outlive the client. Timeouts, backoffs and batch windows all run on it
   // (see clock.h), so on a clock a test moves by hand they last until the
