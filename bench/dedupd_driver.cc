@@ -216,6 +216,7 @@ class DedupdDriver final : public Driver {
     client_options.coalesce = options_.api == DedupdApi::kClient;
     client_options.batch_window = options_.batch_window;
     client_options.max_batch = options_.max_batch;
+    client_options.max_batches_in_flight = options_.max_batches_in_flight;
     client_options.completed_cache_entries = options_.completed_cache_entries;
     absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(client_options);
     if (!client.ok()) return client.status();

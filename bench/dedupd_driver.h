@@ -29,6 +29,7 @@ struct DedupdDriverOptions {
   DedupdApi api = DedupdApi::kClient;
   absl::Duration batch_window = absl::Microseconds(200);
   int max_batch = 64;
+  int max_batches_in_flight = 4;
   // ClientOptions::completed_cache_entries (0: off).
   int completed_cache_entries = 0;
   absl::Duration timeout = absl::Seconds(10);

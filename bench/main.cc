@@ -43,6 +43,8 @@ ABSL_FLAG(std::vector<std::string>, spawn_flags, {},
 ABSL_FLAG(std::string, dedupd_api, "auto", "client, unary, batch or auto.");
 ABSL_FLAG(int, batch_window_us, 200, "Client library coalescing window (dedupd_api=client).");
 ABSL_FLAG(int, max_batch, 64, "Client library largest coalesced batch (dedupd_api=client).");
+ABSL_FLAG(int, max_batches_in_flight, 4,
+          "Client library batches in the air before calls wait to coalesce (dedupd_api=client).");
 ABSL_FLAG(int, completed_cache, 0,
           "Client library cache of COMPLETED answers, in entries (0: off; dedupd_api client "
           "or unary).");
@@ -218,6 +220,7 @@ absl::StatusOr<std::unique_ptr<Driver>> MakeDriver(const std::string& system,
     }
     options.batch_window = absl::Microseconds(absl::GetFlag(FLAGS_batch_window_us));
     options.max_batch = absl::GetFlag(FLAGS_max_batch);
+    options.max_batches_in_flight = absl::GetFlag(FLAGS_max_batches_in_flight);
     options.completed_cache_entries = absl::GetFlag(FLAGS_completed_cache);
     if (options.completed_cache_entries < 0) {
       return absl::InvalidArgumentError("--completed_cache: entries, 0 (off) or more");
