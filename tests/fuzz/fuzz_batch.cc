@@ -112,7 +112,8 @@ class Harness {
     auth_ = std::move(*auth);
     service_ = std::make_unique<server::DedupService>(
         store_.get(), &pool_, &pool_, &metrics_, auth_.get(), shards,
-        server::RequestTranslator(policies, 512, shards), server::ServerLimits{});
+        server::RequestTranslator(policies, 512, shards), server::ServerLimits{},
+        server::Execution::kWorkers);
   }
 
   std::string dir_;
