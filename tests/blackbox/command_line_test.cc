@@ -81,6 +81,14 @@ TEST_F(CommandLineTest, UnknownDurabilityInConfigExitsTwoNamingTheField) {
   EXPECT_FALSE(DataDirExists()) << "a bad config must not touch the data directory";
 }
 
+TEST_F(CommandLineTest, InlineExecutionWithFsyncExitsTwoSayingWhy) {
+  const FinishedRun run = Run({"--execution=inline", "--durability=fsync"});
+  EXPECT_EQ(run.status, ExitStatus::Exited(2)) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "execution: \"inline\" needs durability"))
+      << run.output;
+  EXPECT_FALSE(DataDirExists());
+}
+
 TEST_F(CommandLineTest, UnknownDurabilityFlagExitsTwoNamingIt) {
   const FinishedRun run = Run({"--durability=sometimes"});
   EXPECT_EQ(run.status, ExitStatus::Exited(2)) << run.output;
