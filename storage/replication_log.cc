@@ -254,7 +254,7 @@ absl::StatusOr<LogEntry> ReplicationLog::ReadEntry(uint32_t shard, uint64_t seq)
 }
 
 absl::Status ReplicationLog::AppendAfter(uint32_t shard, uint64_t leader_epoch, LogPosition prev,
-                                         const std::vector<LogEntry>& entries) {
+                                         const std::vector<LogEntry>& entries, bool sync) {
   ShardLog& log = *shards_[shard];
   absl::MutexLock lock(&log.mu);
   if (leader_epoch < log.promised) {
@@ -318,12 +318,18 @@ absl::Status ReplicationLog::AppendAfter(uint32_t shard, uint64_t leader_epoch, 
     last = entry.position();
   }
   if (batch.Count() == 0) return absl::OkStatus();
-  absl::Status written = FromRocks(dir_->db()->Write(WriteFor(durability_), &batch),
-                                   absl::StrCat("appending to shard ", shard, "'s log"));
+  absl::Status written =
+      FromRocks(dir_->db()->Write(sync ? WriteFor(durability_) : rocksdb::WriteOptions(), &batch),
+                absl::StrCat("appending to shard ", shard, "'s log"));
   if (!written.ok()) return written;
   if (truncated || log.last < last) log.last = last;
   log.promised = std::max(log.promised, leader_epoch);
   return absl::OkStatus();
+}
+
+absl::Status ReplicationLog::SyncAppends() {
+  if (durability_ != Durability::kFsync) return absl::OkStatus();
+  return FromRocks(dir_->db()->SyncWAL(), "syncing the log");
 }
 
 bool ReplicationLog::Joined() const { return joined_.load(); }

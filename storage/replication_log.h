@@ -120,8 +120,15 @@ class ReplicationLog {
   //     (an uncommitted tail of an older epoch), unless that would remove
   //     an applied entry, which is INTERNAL: it would mean a committed
   //     entry was not on a majority.
+  //
+  // With `sync` false the append is written but not synced, in either
+  // durability; SyncAppends() then syncs it and everything before it, so
+  // that a follower taking several shards' appends in one call syncs once.
   absl::Status AppendAfter(uint32_t shard, uint64_t leader_epoch, LogPosition prev,
-                           const std::vector<LogEntry>& entries);
+                           const std::vector<LogEntry>& entries, bool sync = true);
+  // In fsync durability, syncs every write made so far (the WAL); in
+  // buffered, nothing.
+  absl::Status SyncAppends();
 
   // Persists a promise not to accept entries below `epoch` from now on,
   // and returns the log's last position for the candidate to compare.

@@ -19,6 +19,17 @@ grpc::Status ReplicationService::Append(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status ReplicationService::Ship(grpc::ServerContext* context,
+                                      const replication::v1::ShipRequest* request,
+                                      replication::v1::ShipResponse* response) {
+  grpc::Status allowed = Allowed(*context);
+  if (!allowed.ok()) return allowed;
+  absl::StatusOr<replication::v1::ShipResponse> shipped = replicator_->HandleShip(*request);
+  if (!shipped.ok()) return ToGrpcStatus(shipped.status());
+  *response = std::move(*shipped);
+  return grpc::Status::OK;
+}
+
 grpc::Status ReplicationService::Promise(grpc::ServerContext* context,
                                          const replication::v1::PromiseRequest* request,
                                          replication::v1::PromiseResponse* response) {

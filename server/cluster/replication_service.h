@@ -20,6 +20,8 @@ class ReplicationService final : public replication::v1::Replication::Service {
 
   grpc::Status Append(grpc::ServerContext* context, const replication::v1::AppendRequest* request,
                       replication::v1::AppendResponse* response) override;
+  grpc::Status Ship(grpc::ServerContext* context, const replication::v1::ShipRequest* request,
+                    replication::v1::ShipResponse* response) override;
   grpc::Status Promise(grpc::ServerContext* context, const replication::v1::PromiseRequest* request,
                        replication::v1::PromiseResponse* response) override;
   grpc::Status ReadLog(grpc::ServerContext* context, const replication::v1::ReadLogRequest* request,

@@ -647,6 +647,7 @@ void Replicator::ApplyPlacement(Shard* shard, std::vector<uint32_t> voters,
       }
     }
     AdvanceCommit(shard);
+    KickShippers();
   }
   shard->changed.SignalAll();
 }
@@ -665,14 +666,9 @@ void Replicator::EnsureShippers() {
   absl::MutexLock lock(&shippers_mu_);
   if (stopped_.load()) return;
   for (const auto& pair : wanted) {
-    if (!shipping_.insert(pair).second) continue;
-    Shard* shard = shards_[pair.first].get();
     const uint32_t peer = pair.second;
-    shippers_.emplace_back([this, shard, peer] {
-      ShipLoop(shard, peer);
-      absl::MutexLock lock(&shippers_mu_);
-      shipping_.erase({shard->index, peer});
-    });
+    if (!shipping_.insert(peer).second) continue;
+    shippers_.emplace_back([this, peer] { ShipLoop(peer); });
   }
 }
 
@@ -917,6 +913,7 @@ void Replicator::Elect(Shard* shard) {
   // The first entry of the epoch; once a majority holds it, every entry
   // before it in this log is committed too.
   absl::StatusOr<LogPosition> start = log_->Append(s, epoch, EmptyBatch());
+  if (start.ok()) KickShippers();
   bool committed = false;
   if (start.ok()) {
     absl::MutexLock lock(&shard->mu);
@@ -1000,35 +997,169 @@ absl::Status Replicator::CatchUpFrom(Shard* shard, uint32_t node, LogPosition ta
   return absl::OkStatus();
 }
 
-void Replicator::ShipLoop(Shard* shard, uint32_t peer) {
+Replicator::ShipPlan Replicator::PlanAppend(Shard* shard, uint32_t peer, size_t max_bytes,
+                                            bool heartbeat, bool from_shared_loop, Outgoing* out) {
+  const uint32_t s = shard->index;
+  uint64_t next;
+  {
+    absl::MutexLock lock(&shard->mu);
+    if (stopped_.load() || !shard->replica.load() ||
+        !(Holds(shard->voters, peer) || Holds(shard->learners, peer))) {
+      return ShipPlan::kGone;
+    }
+    if (!shard->leading) return ShipPlan::kIdle;
+    if (from_shared_loop && shard->dedicated.count(peer)) return ShipPlan::kIdle;
+    out->to_learner = Holds(shard->learners, peer);
+    if (from_shared_loop && out->to_learner) return ShipPlan::kDedicate;
+    next = shard->peers[peer].next_seq;
+    if (!heartbeat && next > log_->Last(s).seq) return ShipPlan::kIdle;
+    out->shard = shard;
+    out->epoch = shard->lead_epoch;
+    out->request.Clear();
+    out->request.set_shard(s);
+    out->request.set_epoch(shard->lead_epoch);
+    out->request.set_leader(options_.self);
+    out->request.set_commit_seq(shard->commit_seq);
+    out->request.set_trim_seq(shard->trim_seq);
+  }
+  // The entry before `next` and what follows it.
+  LogPosition prev;
+  std::vector<LogEntry> entries;
+  if (next > 1) {
+    absl::StatusOr<std::vector<LogEntry>> read = log_->Read(s, next - 1, max_bytes);
+    if (!read.ok()) return ShipPlan::kRetry;
+    if (!read->empty() && read->front().seq == next - 1) {
+      prev = read->front().position();
+      entries.assign(std::make_move_iterator(read->begin() + 1),
+                     std::make_move_iterator(read->end()));
+    } else if (log_->Applied(s).seq == next - 1) {
+      prev = log_->Applied(s);
+      absl::StatusOr<std::vector<LogEntry>> rest = log_->Read(s, next, max_bytes);
+      if (!rest.ok()) return ShipPlan::kRetry;
+      entries = std::move(*rest);
+    } else {
+      // The follower needs entries this log no longer holds (trimmed).
+      return ShipPlan::kReseed;
+    }
+  } else {
+    // From the very start: a follower with nothing (a new volume).
+    absl::StatusOr<std::vector<LogEntry>> read = log_->Read(s, 1, max_bytes);
+    if (!read.ok()) return ShipPlan::kRetry;
+    if (!read->empty() && read->front().seq == 1) {
+      entries = std::move(*read);
+    } else if (!read->empty() || log_->Applied(s).seq > 0) {
+      return ShipPlan::kReseed;
+    }  // Otherwise a heartbeat: nothing written yet.
+  }
+  // Never past what this log held when `next` was read: entries of a
+  // later epoch cannot be here, as only this leader appends.
+  out->prev = prev;
+  out->entries = entries.size();
+  ToProto(prev, out->request.mutable_prev());
+  for (LogEntry& e : entries) {
+    rv1::Entry* entry = out->request.add_entries();
+    entry->set_epoch(e.epoch);
+    entry->set_seq(e.seq);
+    entry->set_batch(std::move(e.batch));
+  }
+  out->bytes = out->request.ByteSizeLong();
+  return ShipPlan::kSend;
+}
+
+bool Replicator::TakeAppendResult(const Outgoing& sent, uint32_t peer, grpc::Status status,
+                                  const rv1::AppendResponse& response, bool* more) {
+  Shard* shard = sent.shard;
+  absl::MutexLock lock(&shard->mu);
+  if (!shard->leading || shard->lead_epoch != sent.epoch) return false;
+  if (!shard->peers.count(peer)) return false;  // No longer placed.
+  Peer& p = shard->peers[peer];
+  if (status.ok() && response.result() == rv1::AppendResponse::NOT_REPLICA) {
+    // It has not seen the placement that adds it yet: again at the next
+    // heartbeat.
+    return false;
+  }
+  if (!status.ok()) return false;
+  p.sent_bytes += sent.bytes;
+  if (p.live_since == absl::InfiniteFuture() ||
+      absl::Now() - p.last_heard > Tick(options_.lease_ttl) * 2) {
+    p.live_since = absl::Now();
+  }
+  p.last_heard = absl::Now();
+  p.applied_seq = response.applied().seq();
+  const uint64_t next = sent.prev.seq + 1;
+  switch (response.result()) {
+    case rv1::AppendResponse::APPENDED:
+      p.match_seq = std::max(p.match_seq, sent.prev.seq + sent.entries);
+      p.next_seq = sent.prev.seq + sent.entries + 1;
+      AdvanceCommit(shard);
+      break;
+    case rv1::AppendResponse::MISMATCH:
+      // A follower whose volume was replaced holds less than before. From
+      // the follower's end when its log is shorter; otherwise it holds
+      // another epoch's tail, and everything after what it has applied
+      // (committed, so the same here) is sent again at once rather than
+      // one entry back per call.
+      p.match_seq = std::min<uint64_t>(p.match_seq, response.last().seq());
+      p.next_seq = response.last().seq() + 1 < next ? response.last().seq() + 1
+                                                    : response.applied().seq() + 1;
+      if (p.next_seq >= next) p.next_seq = next > 1 ? next - 1 : 1;
+      p.next_seq = std::max<uint64_t>(p.next_seq, 1);
+      break;
+    case rv1::AppendResponse::FENCED:
+      StepDown(shard, absl::StrCat("node ", peer, " promised epoch ", response.promised()));
+      return true;
+    default:
+      break;
+  }
+  if (p.next_seq <= log_->Last(shard->index).seq) *more = true;
+  return false;
+}
+
+void Replicator::StartDedicated(Shard* shard, uint32_t peer) {
+  {
+    absl::MutexLock lock(&shard->mu);
+    if (!shard->dedicated.insert(peer).second) return;
+  }
+  absl::MutexLock lock(&shippers_mu_);
+  if (stopped_.load()) return;
+  shippers_.emplace_back([this, shard, peer] { ShipDedicated(shard, peer); });
+}
+
+void Replicator::KickShippers() {
+  absl::MutexLock lock(&ship_mu_);
+  ++ship_generation_;
+}
+
+void Replicator::ShipDedicated(Shard* shard, uint32_t peer) {
   const uint32_t s = shard->index;
   const absl::Duration tick = Tick(options_.lease_ttl);
-  while (true) {
-    uint64_t epoch, next, commit;
-    bool to_learner;
+  // Hands the pair back to the peer's shared loop.
+  auto leave = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) {
+    shard->dedicated.erase(peer);
+    absl::MutexLock kick(&ship_mu_);
+    ++ship_generation_;
+  };
+  for (bool first = true;; first = false) {
     {
       absl::MutexLock lock(&shard->mu);
       auto placed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) {
         return shard->replica.load() &&
                (Holds(shard->voters, peer) || Holds(shard->learners, peer));
       };
-      auto work = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) {
-        if (stopped_.load() || !placed()) return true;
-        if (!shard->leading) return false;
-        const Peer& p = shard->peers[peer];
-        // New entries go at once; the commit alone waits for the next
-        // heartbeat (or rides on the next entries), so that a write costs
-        // each follower one call, not two.
-        return p.next_seq <= log_->Last(s).seq;
+      auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) {
+        return stopped_.load() || !placed() || !shard->leading;
       };
-      shard->mu.AwaitWithTimeout(absl::Condition(&work), tick);
-      // A peer moved off the shard, or this node did: nothing more to ship.
-      if (stopped_.load() || !placed()) return;
-      if (!shard->leading) continue;
-      epoch = shard->lead_epoch;
-      next = shard->peers[peer].next_seq;
-      commit = shard->commit_seq;
-      to_learner = Holds(shard->learners, peer);
+      auto work = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) {
+        return done() || !Holds(shard->learners, peer) ||
+               shard->peers[peer].next_seq <= log_->Last(s).seq;
+      };
+      if (!first) shard->mu.AwaitWithTimeout(absl::Condition(&work), tick);
+      // A voter comes here only to be re-seeded, once; a learner (a move's
+      // target) stays until it votes, at the move's pace.
+      if (done() || (!first && !Holds(shard->learners, peer))) {
+        leave();
+        return;
+      }
     }
     rv1::Replication::Stub* stub = PeerStub(peer);
     if (stub == nullptr) {
@@ -1040,52 +1171,23 @@ void Replicator::ShipLoop(Shard* shard, uint32_t peer) {
     // A move's target gets small pieces, so that its pace is even and its
     // progress shows: a second's worth at most (a quarter of the rate).
     const size_t ship_bytes =
-        to_learner ? std::clamp<size_t>(options_.move_bytes_per_second / 4, 16 << 10, kShipBytes)
-                   : kShipBytes;
-    // The entry before `next` and what follows it.
-    LogPosition prev;
-    std::vector<LogEntry> entries;
-    // The follower needs entries this log no longer holds (trimmed).
-    bool reseed = false;
-    bool retry = false;
-    if (next > 1) {
-      absl::StatusOr<std::vector<LogEntry>> read = log_->Read(s, next - 1, ship_bytes);
-      if (!read.ok()) {
-        retry = true;
-      } else if (!read->empty() && read->front().seq == next - 1) {
-        prev = read->front().position();
-        entries.assign(std::make_move_iterator(read->begin() + 1),
-                       std::make_move_iterator(read->end()));
-      } else if (log_->Applied(s).seq == next - 1) {
-        prev = log_->Applied(s);
-        absl::StatusOr<std::vector<LogEntry>> rest = log_->Read(s, next, ship_bytes);
-        if (rest.ok()) {
-          entries = std::move(*rest);
-        } else {
-          retry = true;
-        }
-      } else {
-        reseed = true;
-      }
-    } else {
-      // From the very start: a follower with nothing (a new volume).
-      absl::StatusOr<std::vector<LogEntry>> read = log_->Read(s, 1, ship_bytes);
-      if (!read.ok()) {
-        retry = true;
-      } else if (!read->empty() && read->front().seq == 1) {
-        entries = std::move(*read);
-      } else if (!read->empty() || log_->Applied(s).seq > 0) {
-        reseed = true;
-      }  // Otherwise a heartbeat: nothing written yet.
-    }
-    if (retry) {
+        std::clamp<size_t>(options_.move_bytes_per_second / 4, 16 << 10, kShipBytes);
+    Outgoing out;
+    const ShipPlan plan = PlanAppend(shard, peer, ship_bytes, /*heartbeat=*/true,
+                                     /*from_shared_loop=*/false, &out);
+    if (plan == ShipPlan::kRetry) {
       // A read of this node's own log failed (storage trouble, counted and
       // reported by the store): again after a pause, never a re-seed.
       absl::MutexLock lock(&stop_mu_);
       stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
       continue;
     }
-    if (reseed) {
+    if (plan == ShipPlan::kReseed) {
+      uint64_t epoch;
+      {
+        absl::MutexLock lock(&shard->mu);
+        epoch = shard->lead_epoch;
+      }
       absl::Status reseeded = Reseed(shard, peer, epoch);
       if (!reseeded.ok()) {
         LogEvent(spdlog::level::warn, "cannot re-seed a follower",
@@ -1097,81 +1199,139 @@ void Replicator::ShipLoop(Shard* shard, uint32_t peer) {
       }
       continue;
     }
-    // Never past what this log held when `next` was read: entries of a
-    // later epoch cannot be here, as only this leader appends.
-    rv1::AppendRequest request;
-    request.set_shard(s);
-    request.set_epoch(epoch);
-    request.set_leader(options_.self);
-    ToProto(prev, request.mutable_prev());
-    for (const LogEntry& e : entries) {
-      rv1::Entry* out = request.add_entries();
-      out->set_epoch(e.epoch);
-      out->set_seq(e.seq);
-      out->set_batch(e.batch);
-    }
-    request.set_commit_seq(commit);
-    {
-      absl::MutexLock lock(&shard->mu);
-      request.set_trim_seq(shard->trim_seq);
-    }
+    if (plan != ShipPlan::kSend) continue;
     // A move's copy goes at the move's pace, so that serving keeps its p99.
-    const uint64_t request_bytes = request.ByteSizeLong();
-    if (to_learner && !entries.empty()) PaceMove(shard, peer, request_bytes);
+    if (out.to_learner && out.entries > 0) PaceMove(shard, peer, out.bytes);
     rv1::AppendResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl)));
-    grpc::Status status = stub->Append(&context, request, &response);
-    bool fenced = false;
-    {
-      absl::MutexLock lock(&shard->mu);
-      if (!shard->leading || shard->lead_epoch != epoch) continue;
-      if (!shard->peers.count(peer)) continue;  // No longer placed.
-      Peer& p = shard->peers[peer];
-      if (status.ok() && response.result() == rv1::AppendResponse::NOT_REPLICA) {
-        // It has not seen the placement that adds it yet.
-        status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "not a replica yet");
-      }
-      if (status.ok()) {
-        p.sent_bytes += request_bytes;
-        if (p.live_since == absl::InfiniteFuture() ||
-            absl::Now() - p.last_heard > Tick(options_.lease_ttl) * 2) {
-          p.live_since = absl::Now();
-        }
-        p.last_heard = absl::Now();
-        p.applied_seq = response.applied().seq();
-        switch (response.result()) {
-          case rv1::AppendResponse::APPENDED:
-            p.match_seq = std::max(p.match_seq, prev.seq + entries.size());
-            p.next_seq = prev.seq + entries.size() + 1;
-            AdvanceCommit(shard);
-            break;
-          case rv1::AppendResponse::MISMATCH:
-            // A follower whose volume was replaced holds less than before.
-            // From the follower's end when its log is shorter; otherwise it
-            // holds another epoch's tail, and everything after what it has
-            // applied (committed, so the same here) is sent again at once
-            // rather than one entry back per call.
-            p.match_seq = std::min<uint64_t>(p.match_seq, response.last().seq());
-            p.next_seq = response.last().seq() + 1 < next ? response.last().seq() + 1
-                                                          : response.applied().seq() + 1;
-            if (p.next_seq >= next) p.next_seq = next > 1 ? next - 1 : 1;
-            p.next_seq = std::max<uint64_t>(p.next_seq, 1);
-            break;
-          case rv1::AppendResponse::FENCED:
-            StepDown(shard, absl::StrCat("node ", peer, " promised epoch ", response.promised()));
-            fenced = true;
-            break;
-          default:
-            break;
-        }
-      }
-    }
-    if (fenced) ReleaseLeaderKey(s, epoch);
+    grpc::Status status = stub->Append(&context, out.request, &response);
+    bool more = false;
+    if (TakeAppendResult(out, peer, status, response, &more)) ReleaseLeaderKey(s, out.epoch);
     if (!status.ok()) {
       absl::MutexLock lock(&stop_mu_);
       stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_),
                                 std::min(tick, absl::Milliseconds(100)));
+    }
+  }
+}
+
+void Replicator::ShipLoop(uint32_t peer) {
+  const absl::Duration tick = Tick(options_.lease_ttl);
+  uint64_t seen = 0;
+  absl::Time last_heartbeat = absl::InfinitePast();
+  bool more = true;
+  bool ship_supported = true;
+  while (!stopped_.load()) {
+    if (!more) {
+      absl::MutexLock lock(&ship_mu_);
+      auto woken = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ship_mu_) {
+        return stopped_.load() || ship_generation_ != seen;
+      };
+      ship_mu_.AwaitWithDeadline(absl::Condition(&woken), last_heartbeat + tick);
+    }
+    {
+      absl::MutexLock lock(&ship_mu_);
+      seen = ship_generation_;
+    }
+    if (stopped_.load()) return;
+    more = false;
+    const absl::Time now = absl::Now();
+    // New entries go at once; the commit alone waits for the next
+    // heartbeat (or rides on the next entries), so that a write costs
+    // each follower one call, not two.
+    const bool heartbeat = now - last_heartbeat >= tick;
+    if (heartbeat) last_heartbeat = now;
+    rv1::Replication::Stub* stub = PeerStub(peer);
+    if (stub == nullptr) {
+      // Placed before its address reached this node.
+      absl::MutexLock lock(&stop_mu_);
+      stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick);
+      continue;
+    }
+    // Every shard this node leads and the peer follows, in one call, up
+    // to kShipBytes of entries in all; the rest goes in the next call.
+    std::vector<Outgoing> outgoing;
+    rv1::ShipRequest request;
+    size_t budget = kShipBytes;
+    bool retry = false;
+    for (auto& held : shards_) {
+      Shard* shard = held.get();
+      if (!shard->replica.load()) continue;
+      if (budget < (16 << 10)) {
+        more = true;
+        break;
+      }
+      Outgoing out;
+      switch (PlanAppend(shard, peer, budget, heartbeat, /*from_shared_loop=*/true, &out)) {
+        case ShipPlan::kSend:
+          budget -= std::min(budget, out.bytes);
+          outgoing.push_back(std::move(out));
+          break;
+        case ShipPlan::kReseed:
+        case ShipPlan::kDedicate:
+          StartDedicated(shard, peer);
+          break;
+        case ShipPlan::kRetry:
+          retry = true;
+          break;
+        case ShipPlan::kIdle:
+        case ShipPlan::kGone:
+          break;
+      }
+    }
+    if (outgoing.empty()) {
+      if (retry) {
+        // A read of this node's own log failed (storage trouble, counted
+        // and reported by the store): again after a pause.
+        absl::MutexLock lock(&stop_mu_);
+        stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
+        more = true;
+      }
+      continue;
+    }
+    std::vector<grpc::Status> statuses(outgoing.size());
+    std::vector<rv1::AppendResponse> responses(outgoing.size());
+    const absl::Time deadline = absl::Now() + PeerTimeout(options_.lease_ttl);
+    grpc::Status shipped;
+    if (ship_supported) {
+      for (Outgoing& out : outgoing) request.add_appends()->Swap(&out.request);
+      rv1::ShipResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(deadline));
+      shipped = stub->Ship(&context, request, &response);
+      if (shipped.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        // A peer from before Ship (a rolling upgrade): one call per shard.
+        ship_supported = false;
+        for (size_t i = 0; i < outgoing.size(); ++i) {
+          outgoing[i].request.Swap(request.mutable_appends(static_cast<int>(i)));
+        }
+      } else if (shipped.ok() && response.results_size() != request.appends_size()) {
+        shipped = grpc::Status(grpc::StatusCode::INTERNAL, "a Ship answer of the wrong length");
+      }
+      for (size_t i = 0; ship_supported && i < outgoing.size(); ++i) {
+        statuses[i] = shipped;
+        if (shipped.ok()) responses[i].Swap(response.mutable_results(static_cast<int>(i)));
+      }
+    }
+    if (!ship_supported) {
+      for (size_t i = 0; i < outgoing.size(); ++i) {
+        grpc::ClientContext context;
+        context.set_deadline(absl::ToChronoTime(deadline));
+        statuses[i] = stub->Append(&context, outgoing[i].request, &responses[i]);
+        if (!statuses[i].ok()) shipped = statuses[i];
+      }
+    }
+    for (size_t i = 0; i < outgoing.size(); ++i) {
+      if (TakeAppendResult(outgoing[i], peer, statuses[i], responses[i], &more)) {
+        ReleaseLeaderKey(outgoing[i].shard->index, outgoing[i].epoch);
+      }
+    }
+    if (!shipped.ok()) {
+      absl::MutexLock lock(&stop_mu_);
+      stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                                std::min(tick, absl::Milliseconds(100)));
+      more = true;
     }
   }
 }
@@ -1278,9 +1438,8 @@ std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> wr
         continue;
       }
       positions[i] = (*appended)[k];
-      // Unlocking wakes the shipping threads.
-      absl::MutexLock lock(&shards_[writes[i].shard]->mu);
     }
+    if (appended.ok()) KickShippers();
   }
   const absl::Time deadline = absl::Now() + options_.lease_ttl;
   for (size_t i = 0; i < writes.size(); ++i) {
@@ -1326,7 +1485,7 @@ std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> wr
   return results;
 }
 
-rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request) {
+rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request, bool sync) {
   rv1::AppendResponse response;
   const uint32_t s = request.shard();
   auto fill = [&](rv1::AppendResponse::Result result) {
@@ -1362,7 +1521,7 @@ rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request) 
   entries.reserve(request.entries_size());
   for (const rv1::Entry& e : request.entries()) entries.push_back({e.epoch(), e.seq(), e.batch()});
   const LogPosition prev = FromProto(request.prev());
-  absl::Status appended = log_->AppendAfter(s, request.epoch(), prev, entries);
+  absl::Status appended = log_->AppendAfter(s, request.epoch(), prev, entries, sync);
   if (absl::IsFailedPrecondition(appended)) {
     ++fenced_appends_;
     return fill(rv1::AppendResponse::FENCED);
@@ -1398,6 +1557,26 @@ rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request) 
     shard.learner_caught_up = true;
   }
   return fill(rv1::AppendResponse::APPENDED);
+}
+
+absl::StatusOr<rv1::ShipResponse> Replicator::HandleShip(const rv1::ShipRequest& request) {
+  rv1::ShipResponse response;
+  bool entries = false;
+  for (const rv1::AppendRequest& append : request.appends()) {
+    *response.add_results() = HandleAppend(append, /*sync=*/false);
+    entries = entries || append.entries_size() > 0;
+  }
+  // Also when every entry was here already: an earlier call may have
+  // written them and not synced them yet.
+  if (entries) {
+    absl::Status synced = log_->SyncAppends();
+    if (!synced.ok()) {
+      LogEvent(spdlog::level::err, "cannot sync the leader's entries",
+               {{"error", synced.message()}});
+      return absl::InternalError(synced.message());
+    }
+  }
+  return response;
 }
 
 rv1::PromiseResponse Replicator::HandlePromise(const rv1::PromiseRequest& request) {
@@ -1920,6 +2099,7 @@ void Replicator::Stop() {
     absl::MutexLock lock(&stop_mu_);
     stopping_ = true;
   }
+  KickShippers();
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     StepDown(shard.get(), "stopping");

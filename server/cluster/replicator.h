@@ -143,7 +143,15 @@ class Replicator : public storage::ShardReplicator {
   std::vector<absl::Status> Commit(std::vector<storage::ShardWrite> writes) override;
 
   // The Replication service, as a follower and a voter.
-  replication::v1::AppendResponse HandleAppend(const replication::v1::AppendRequest& request);
+  // Unless `sync` is false, when the caller syncs the log before it
+  // answers (HandleShip), the entries are persisted per the durability.
+  replication::v1::AppendResponse HandleAppend(const replication::v1::AppendRequest& request,
+                                               bool sync = true);
+  // Several shards' appends from one leader, each as HandleAppend, and
+  // one sync of the log for all of them. INTERNAL (and no answer) when
+  // that sync fails.
+  absl::StatusOr<replication::v1::ShipResponse> HandleShip(
+      const replication::v1::ShipRequest& request);
   replication::v1::PromiseResponse HandlePromise(const replication::v1::PromiseRequest& request);
   absl::StatusOr<replication::v1::ReadLogResponse> HandleReadLog(
       const replication::v1::ReadLogRequest& request);
@@ -229,6 +237,28 @@ class Replicator : public storage::ShardReplicator {
     // When this node last won the shard: etcd reads sent before then may
     // not show its leader key yet.
     absl::Time won_at ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+    // Peers this shard ships to from a thread of their own (ShipDedicated)
+    // rather than in the peer's shared call: a move's target, paced, and
+    // a follower being re-seeded.
+    std::set<uint32_t> dedicated ABSL_GUARDED_BY(mu);
+  };
+  // One shard's append to one peer, as planned and sent.
+  struct Outgoing {
+    Shard* shard = nullptr;
+    uint64_t epoch = 0;
+    storage::LogPosition prev;
+    size_t entries = 0;
+    size_t bytes = 0;
+    bool to_learner = false;
+    replication::v1::AppendRequest request;
+  };
+  enum class ShipPlan {
+    kSend,      // `out` holds the append.
+    kIdle,      // Nothing to send now (not leading, nothing new, or shipped elsewhere).
+    kGone,      // The peer (or this node) no longer holds the shard.
+    kRetry,     // This node's log could not be read: again after a pause.
+    kReseed,    // The peer needs entries this log no longer holds.
+    kDedicate,  // A learner: shipped at the move's pace by ShipDedicated.
   };
 
   Replicator(const ReplicatorOptions& options, EtcdClient* etcd, storage::ReplicationLog* log,
@@ -255,7 +285,7 @@ class Replicator : public storage::ShardReplicator {
   // and, when leading, the peers it ships to.
   void ApplyPlacement(Shard* shard, std::vector<uint32_t> voters, std::vector<uint32_t> learners,
                       int64_t revision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu);
-  // Starts a shipping thread for every (shard, replica) pair without one.
+  // Starts a shipping loop for every peer of a shard held here without one.
   void EnsureShippers();
   // As the leader of a moving shard: the move's next step (§3 of
   // docs/elastic.md), or its rollback when the target is gone.
@@ -266,7 +296,24 @@ class Replicator : public storage::ShardReplicator {
   absl::Status RenewLease();
   void CoordinateLoop();
   void ElectionLoop();
-  void ShipLoop(Shard* shard, uint32_t peer);
+  // Ships every shard this node leads to `peer`, all in one Ship call per
+  // round, the next round as soon as there is more; heartbeats each tick.
+  void ShipLoop(uint32_t peer);
+  // Ships one shard to one peer: a learner until it votes, or a voter
+  // once, to re-seed it.
+  void ShipDedicated(Shard* shard, uint32_t peer);
+  void StartDedicated(Shard* shard, uint32_t peer);
+  // What to send `peer` for `shard` now: up to about `max_bytes` of
+  // entries, or an empty append on a heartbeat round.
+  ShipPlan PlanAppend(Shard* shard, uint32_t peer, size_t max_bytes, bool heartbeat,
+                      bool from_shared_loop, Outgoing* out);
+  // Takes a peer's answer to an append. True when it fenced this leader
+  // (the caller releases the leader key); sets `*more` when the peer still
+  // lacks entries.
+  bool TakeAppendResult(const Outgoing& sent, uint32_t peer, grpc::Status status,
+                        const replication::v1::AppendResponse& response, bool* more);
+  // Wakes the shipping loops: new entries to send.
+  void KickShippers();
   void ReadLeadership();
   void Elect(Shard* shard);
   absl::Status CatchUpFrom(Shard* shard, uint32_t node, storage::LogPosition target,
@@ -315,11 +362,14 @@ class Replicator : public storage::ShardReplicator {
       ABSL_GUARDED_BY(nodes_mu_);
   int64_t placement_revision_ ABSL_GUARDED_BY(nodes_mu_) = 0;
 
-  // Shipping threads by (shard, peer); started by the coordinating thread,
-  // each ends when its peer leaves the shard's placement.
+  // Shipping threads: one loop per peer, started by the coordinating
+  // thread and kept until Stop, and the dedicated ones of Shard::dedicated.
   absl::Mutex shippers_mu_;
-  std::set<std::pair<uint32_t, uint32_t>> shipping_ ABSL_GUARDED_BY(shippers_mu_);
+  std::set<uint32_t> shipping_ ABSL_GUARDED_BY(shippers_mu_);
   std::vector<std::thread> shippers_ ABSL_GUARDED_BY(shippers_mu_);
+  // Bumped whenever entries are appended (and on Stop): the loops wait on it.
+  absl::Mutex ship_mu_;
+  uint64_t ship_generation_ ABSL_GUARDED_BY(ship_mu_) = 0;
 
   std::atomic<int64_t> lease_id_{0};
   // Steady-clock nanoseconds until which this node's lease is certainly its
