@@ -357,6 +357,29 @@ TEST_F(ReplicationLogPowerLossTest, AcknowledgedAppendsAndPromisesSurvive) {
   }
 }
 
+// A follower taking several shards' appends in one call writes them
+// unsynced and syncs once (the replicator's Ship): what SyncAppends covered
+// survives power loss, and what it did not is not yet on disk.
+TEST_F(ReplicationLogPowerLossTest, UnsyncedFollowerAppendsPersistOnlyOnceSynced) {
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kFsync));
+  for (uint32_t shard : {kShard, kShard + 1}) {
+    ASSERT_TRUE(log_->AppendAfter(shard, 1, {0, 0}, {Entry(1, 1, {"a"}), Entry(1, 2, {"b"})},
+                                  /*sync=*/false)
+                    .ok());
+  }
+  ASSERT_TRUE(log_->SyncAppends().ok());
+  // Written after the sync, never synced.
+  ASSERT_TRUE(log_->AppendAfter(kShard, 1, {1, 2}, {Entry(1, 3, {"c"})}, /*sync=*/false).ok());
+  EXPECT_EQ(log_->Last(kShard), (LogPosition{1, 3})) << "readable before it is synced";
+  fs_->PowerLoss();
+  Close();
+  fs_->Restart();
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kFsync));
+  EXPECT_EQ(log_->Last(kShard), (LogPosition{1, 2}));
+  EXPECT_EQ(log_->Last(kShard + 1), (LogPosition{1, 2}));
+  EXPECT_EQ(Positions(ReadAll()), "1/1 1/2 ");
+}
+
 TEST_F(ReplicationLogPowerLossTest, TheJoinedMarkSurvivesInBufferedDurabilityToo) {
   ASSERT_NO_FATAL_FAILURE(Open(Durability::kBuffered));
   ASSERT_TRUE(log_->MarkJoined().ok());
