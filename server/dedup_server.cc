@@ -155,6 +155,8 @@ absl::Status DedupServer::JoinReplicatedCluster(const ServerSettings& settings) 
   options.etcd_prefix = absl::StrCat("/dedup/", settings.cluster_name, "/");
   options.lease_ttl = absl::Milliseconds(settings.leader_lease_ms);
   options.move_bytes_per_second = settings.move_bytes_per_second;
+  options.peer_message_bytes =
+      std::min(settings.limits.max_receive_message_bytes, settings.limits.max_send_message_bytes);
   // With TLS, peers are called with this node's own certificate, whose
   // identity the peers' grants must give the "replica" role.
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> peer_credentials =

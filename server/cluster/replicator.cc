@@ -24,9 +24,10 @@ using storage::LogPosition;
 
 // A leader of epoch e hands out tokens e * 2^40 + 1, + 2, ...
 constexpr int kTokenEpochShift = 40;
-// Entries shipped in one append, at most (one entry always goes), and
-// records in one page of a restore.
+// Entries shipped in one call, at most (one entry always goes), and
+// records in one page of a restore, when the peers' message limits allow.
 constexpr size_t kShipBytes = 1 << 20;
+constexpr size_t kMinShipBytes = 16 << 10;
 // Entries a leader keeps for a follower that does not take them (down, or
 // partitioned); one further behind is re-seeded from a copy of the
 // records when it returns.
@@ -140,9 +141,17 @@ std::string EmptyBatch() {
 
 }  // namespace
 
+size_t ShipBytes(size_t peer_message_bytes) {
+  return std::clamp<size_t>(peer_message_bytes / 2, kMinShipBytes, kShipBytes);
+}
+
 Replicator::Replicator(const ReplicatorOptions& options, EtcdClient* etcd,
                        storage::ReplicationLog* log, storage::Store* store)
-    : options_(options), etcd_(etcd), log_(log), store_(store) {}
+    : options_(options),
+      ship_bytes_(ShipBytes(options.peer_message_bytes)),
+      etcd_(etcd),
+      log_(log),
+      store_(store) {}
 
 absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Start(const ReplicatorOptions& options,
                                                               EtcdClient* etcd,
@@ -972,7 +981,7 @@ absl::Status Replicator::CatchUpFrom(Shard* shard, uint32_t node, LogPosition ta
     rv1::ReadLogRequest request;
     request.set_shard(s);
     request.set_from_seq(prev.seq + 1);
-    request.set_max_bytes(4 << 20);
+    request.set_max_bytes(ship_bytes_);
     rv1::ReadLogResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl) * 4));
@@ -1176,7 +1185,7 @@ void Replicator::ShipDedicated(Shard* shard, uint32_t peer) {
     // A move's target gets small pieces, so that its pace is even and its
     // progress shows: a second's worth at most (a quarter of the rate).
     const size_t ship_bytes =
-        std::clamp<size_t>(options_.move_bytes_per_second / 4, 16 << 10, kShipBytes);
+        std::clamp<size_t>(options_.move_bytes_per_second / 4, kMinShipBytes, ship_bytes_);
     Outgoing out;
     const ShipPlan plan = PlanAppend(shard, peer, ship_bytes, /*heartbeat=*/true,
                                      /*from_shared_loop=*/false, &out);
@@ -1227,6 +1236,7 @@ void Replicator::ShipLoop(uint32_t peer) {
   absl::Time last_heartbeat = absl::InfinitePast();
   bool more = true;
   bool ship_supported = true;
+  absl::Time last_refusal_logged = absl::InfinitePast();
   while (!stopped_.load()) {
     if (!more) {
       absl::MutexLock lock(&ship_mu_);
@@ -1255,15 +1265,15 @@ void Replicator::ShipLoop(uint32_t peer) {
       continue;
     }
     // Every shard this node leads and the peer follows, in one call, up
-    // to kShipBytes of entries in all; the rest goes in the next call.
+    // to ship_bytes_ of entries in all; the rest goes in the next call.
     std::vector<Outgoing> outgoing;
     rv1::ShipRequest request;
-    size_t budget = kShipBytes;
+    size_t budget = ship_bytes_;
     bool retry = false;
     for (auto& held : shards_) {
       Shard* shard = held.get();
       if (!shard->replica.load()) continue;
-      if (budget < (16 << 10)) {
+      if (budget < kMinShipBytes) {
         more = true;
         break;
       }
@@ -1333,6 +1343,15 @@ void Replicator::ShipLoop(uint32_t peer) {
       }
     }
     if (!shipped.ok()) {
+      const grpc::StatusCode code = shipped.error_code();
+      if (code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::DEADLINE_EXCEEDED &&
+          absl::Now() - last_refusal_logged > absl::Seconds(10)) {
+        // Not an outage, which the peer's own health shows: a refusal the
+        // operator has to see, such as a message over the peer's limit.
+        last_refusal_logged = absl::Now();
+        LogEvent(spdlog::level::warn, "a follower refuses this node's replication calls",
+                 {{"follower", absl::StrCat(peer)}, {"error", shipped.error_message()}});
+      }
       absl::MutexLock lock(&stop_mu_);
       stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_),
                                 std::min(tick, absl::Milliseconds(100)));
@@ -1631,7 +1650,7 @@ absl::StatusOr<rv1::ReadLogResponse> Replicator::HandleReadLog(const rv1::ReadLo
     return absl::FailedPreconditionError(absl::StrCat("this node holds no replica of shard ", s));
   }
   absl::StatusOr<std::vector<LogEntry>> entries =
-      log_->Read(s, request.from_seq(), std::clamp<uint64_t>(request.max_bytes(), 1, 16 << 20));
+      log_->Read(s, request.from_seq(), std::clamp<uint64_t>(request.max_bytes(), 1, ship_bytes_));
   if (!entries.ok()) return entries.status();
   rv1::ReadLogResponse response;
   for (const LogEntry& e : *entries) {
@@ -1660,9 +1679,9 @@ absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
     absl::MutexLock lock(&shard->mu);
     to_learner = Holds(shard->learners, peer);
   }
-  const size_t page_bytes =
-      to_learner ? std::clamp<size_t>(options_.move_bytes_per_second / 4, 16 << 10, kShipBytes)
-                 : kShipBytes;
+  const size_t page_bytes = to_learner ? std::clamp<size_t>(options_.move_bytes_per_second / 4,
+                                                            kMinShipBytes, ship_bytes_)
+                                       : ship_bytes_;
   std::string after;
   uint64_t pages = 0, records = 0;
   for (bool first = true;; first = false) {

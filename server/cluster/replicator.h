@@ -76,7 +76,18 @@ struct ReplicatorOptions {
   std::shared_ptr<grpc::ChannelCredentials> peer_credentials;
   // What a leader sends the target of a move, at most.
   uint64_t move_bytes_per_second = 32ull << 20;
+  // The largest message a peer takes or sends: the smaller of
+  // limits.max_receive_message_bytes and limits.max_send_message_bytes,
+  // which every node of a cluster is expected to share. A call carries at
+  // most half of it in entries or records (ShipBytes), leaving the rest
+  // for framing and for many shards' heartbeats.
+  size_t peer_message_bytes = 4 << 20;
 };
+
+// Bytes of entries (or records) one replication call carries at most, for
+// peers that take messages of up to `peer_message_bytes`: half of that, at
+// most 1 MiB, at least 16 KiB.
+size_t ShipBytes(size_t peer_message_bytes);
 
 // What the node knows of one shard, for Topology and the metrics.
 struct ShardView {
@@ -346,6 +357,7 @@ class Replicator : public storage::ShardReplicator {
   void ClearCaughtUpLearners();
 
   const ReplicatorOptions options_;
+  const size_t ship_bytes_;  // ShipBytes(options_.peer_message_bytes).
   EtcdClient* const etcd_;
   storage::ReplicationLog* const log_;
   storage::Store* const store_;

@@ -11,6 +11,7 @@
 //    stick, nothing is made up).
 // The field experiment and those checks are in field_load.h.
 #include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -28,6 +29,7 @@
 #include "tests/blackbox/leader_watch.h"
 #include "tests/blackbox/pipeline_history.h"
 #include "tests/blackbox/replicated_cluster.h"
+#include "tests/common/temp_dir.h"
 
 namespace dedup::blackbox {
 namespace {
@@ -166,6 +168,53 @@ TEST_F(ReplicationTest, FollowerWithALostVolumeReseedsAndTheLeaderCanThenDie) {
   ExpectEveryPaymentChargedOnce({after_kill});
   ExpectConsistentHistory();
   EXPECT_EQ(history_.Acknowledged().size(), 3000u);
+}
+
+// Every node configured with the smallest message limit it accepts
+// (limits.max_receive_message_bytes 64 KiB). A follower stopped while the
+// others take 1,000 payments comes back behind by several times that, in
+// every shard: its leaders must send the backlog in calls that fit the
+// limit, or it never catches up. Once it has, another node is killed, so
+// that every acknowledged completion is read through a majority that
+// includes it.
+TEST_F(ReplicationTest, FollowerFarBehindCatchesUpUnderTheSmallestMessageLimit) {
+  test::TempDir config_dir;
+  const std::string config = config_dir.Sub("small-messages.textproto");
+  {
+    std::ofstream out(config);
+    out << "limits { max_receive_message_bytes: 65536 }\n";
+    ASSERT_TRUE(out.good()) << config;
+  }
+  ReplicatedClusterOptions options;
+  options.extra_flags = {"--config=" + config};
+  ASSERT_NO_FATAL_FAILURE(StartCluster(options));
+
+  const std::vector<Leadership> leaders = cluster_->Leaders();
+  ASSERT_GE(leaders[0].node, 0) << Describe(leaders);
+  const int follower = (leaders[0].node + 1) % cluster_->size();
+  std::cout << "stopping node " << follower << "; leaders were " << Describe(leaders) << "\n";
+  auto stopped = cluster_->StopNode(follower);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  ASSERT_TRUE(cluster_->WaitForAllShardsLed(kFailover).ok());
+  examples::PipelineReport while_down =
+      examples::RunPaymentPipeline(client_.get(), Payments("while-down", 1000));
+  ExpectEveryPaymentChargedOnce({while_down});
+
+  const absl::Status back = cluster_->StartNode(follower);
+  ASSERT_TRUE(back.ok()) << back;
+  const absl::Status caught_up = cluster_->WaitForFullReplication(kCatchUp, /*max_behind=*/0);
+  ASSERT_TRUE(caught_up.ok()) << "the node that was down did not catch up: " << caught_up << "\n"
+                              << cluster_->Output(follower);
+
+  const std::vector<Leadership> now = cluster_->Leaders();
+  const int victim =
+      now[0].node >= 0 && now[0].node != follower ? now[0].node : (follower + 1) % cluster_->size();
+  std::cout << "SIGKILL node " << victim << "; leaders were " << Describe(now) << "\n";
+  cluster_->KillNode(victim);
+  auto after = cluster_->WaitForAllShardsLed(kFailover);
+  ASSERT_TRUE(after.ok()) << after.status();
+  ExpectConsistentHistory();
+  EXPECT_EQ(history_.Acknowledged().size(), 1000u);
 }
 
 // Every node in turn gets SIGTERM while the field experiment runs, as a
