@@ -388,36 +388,60 @@ absl::StatusOr<std::vector<LogEntry>> ReplicationLog::Read(uint32_t shard, uint6
   return entries;
 }
 
-absl::Status ReplicationLog::ApplyThrough(uint32_t shard, uint64_t seq) {
+absl::Status ReplicationLog::ApplyThrough(uint32_t shard, uint64_t seq,
+                                          absl::Span<const LogEntry> known) {
   ShardLog& log = *shards_[shard];
   absl::MutexLock lock(&log.mu);
   if (seq > log.last.seq) {
     return absl::OutOfRangeError(
         absl::StrCat("shard ", shard, ": the log ends at ", log.last.seq, ", before ", seq));
   }
+  // Entries go to the records in writes of about kApplyBytes, each with
+  // the applied position it reaches, so that a restart resumes after the
+  // last whole write.
+  constexpr size_t kApplyBytes = 1 << 20;
+  rocksdb::WriteBatch apply;
+  LogPosition reached = log.applied;
+  auto write = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(log.mu) {
+    if (reached == log.applied) return absl::OkStatus();
+    apply.Put(dir_->log(), ShardKey(kAppliedTag, shard), EncodePosition(reached));
+    absl::Status written = FromRocks(dir_->db()->Write(rocksdb::WriteOptions(), &apply),
+                                     absl::StrCat("applying shard ", shard, "'s log"));
+    if (written.ok()) log.applied = reached;
+    apply.Clear();
+    return written;
+  };
   for (uint64_t next = log.applied.seq + 1; next <= seq; ++next) {
-    absl::StatusOr<LogEntry> entry = ReadEntry(shard, next);
-    if (!entry.ok()) {
-      return entry.status().code() == absl::StatusCode::kNotFound
-                 ? absl::DataLossError(entry.status().message())
-                 : entry.status();
+    const LogEntry* entry = nullptr;
+    absl::StatusOr<LogEntry> read;
+    if (!known.empty() && next >= known.front().seq && next - known.front().seq < known.size() &&
+        known[next - known.front().seq].seq == next) {
+      entry = &known[next - known.front().seq];
+    } else {
+      read = ReadEntry(shard, next);
+      if (!read.ok()) {
+        absl::Status written = write();
+        if (!written.ok()) return written;
+        return read.status().code() == absl::StatusCode::kNotFound
+                   ? absl::DataLossError(read.status().message())
+                   : read.status();
+      }
+      entry = &*read;
     }
     rocksdb::WriteBatch logged(entry->batch);
-    rocksdb::WriteBatch apply;
     ToShardFamily retarget(dir_->shard(shard), &apply);
     rocksdb::Status s = logged.Iterate(&retarget);
     if (!s.ok()) {
       return absl::DataLossError(
           absl::StrCat("shard ", shard, ": log entry ", next, " does not replay: ", s.ToString()));
     }
-    const LogPosition applied = entry->position();
-    apply.Put(dir_->log(), ShardKey(kAppliedTag, shard), EncodePosition(applied));
-    absl::Status written = FromRocks(dir_->db()->Write(rocksdb::WriteOptions(), &apply),
-                                     absl::StrCat("applying shard ", shard, "'s log"));
-    if (!written.ok()) return written;
-    log.applied = applied;
+    reached = entry->position();
+    if (apply.GetDataSize() >= kApplyBytes) {
+      absl::Status written = write();
+      if (!written.ok()) return written;
+    }
   }
-  return absl::OkStatus();
+  return write();
 }
 
 absl::Status ReplicationLog::TrimThrough(uint32_t shard, uint64_t seq) {

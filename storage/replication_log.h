@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "storage/store.h"
 
 namespace dedup::storage {
@@ -141,10 +142,12 @@ class ReplicationLog {
                                              size_t max_bytes) const;
 
   // Applies the entries after Applied() up to and including `seq` to the
-  // shard's records, each in one RocksDB write with the new applied
-  // position. OUT_OF_RANGE when the log does not reach `seq`; DATA_LOSS
-  // when an entry cannot be read back.
-  absl::Status ApplyThrough(uint32_t shard, uint64_t seq);
+  // shard's records, in RocksDB writes of up to about 1 MiB, each with the
+  // applied position it reaches. Entries in `known` (consecutive, as they
+  // are in this log: what the caller just appended) are applied as given;
+  // the others are read back from the log. OUT_OF_RANGE when the log does
+  // not reach `seq`; DATA_LOSS when an entry cannot be read back.
+  absl::Status ApplyThrough(uint32_t shard, uint64_t seq, absl::Span<const LogEntry> known = {});
 
   // Removes entries up to and including `seq`, which must be applied
   // (FAILED_PRECONDITION otherwise).

@@ -1431,6 +1431,7 @@ absl::StatusOr<uint64_t> Replicator::NextToken(uint32_t s) {
 std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> writes) {
   std::vector<absl::Status> results(writes.size());
   std::vector<LogPosition> positions(writes.size());
+  std::vector<LogEntry> entries(writes.size());
   std::vector<uint64_t> epochs(writes.size(), 0);
   const absl::Status storage_health = store_->BackgroundError();
   // One append, and one sync, for every shard of the call.
@@ -1462,6 +1463,8 @@ std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> wr
         continue;
       }
       positions[i] = (*appended)[k];
+      // Applied as written once committed, not read back from the log.
+      entries[i] = {positions[i].epoch, positions[i].seq, std::move(appends[k].batch)};
     }
     if (appended.ok()) KickShippers();
   }
@@ -1495,7 +1498,7 @@ std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> wr
           "not take effect, retry"));
       continue;
     }
-    results[i] = log_->ApplyThrough(shard.index, seq);
+    results[i] = log_->ApplyThrough(shard.index, seq, absl::MakeConstSpan(&entries[i], 1));
     if (results[i].ok() && !LeaseValid()) {
       // A node paused past its lease may have been replaced while it
       // waited: it answers nothing more. The entry is on a majority, so
@@ -1560,7 +1563,7 @@ rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request, 
   // sent (a longer tail here may be an older epoch's).
   const uint64_t apply_to = std::min<uint64_t>(request.commit_seq(), prev.seq + entries.size());
   if (apply_to > log_->Applied(s).seq) {
-    absl::Status applied = log_->ApplyThrough(s, apply_to);
+    absl::Status applied = log_->ApplyThrough(s, apply_to, entries);
     if (!applied.ok()) {
       LogEvent(spdlog::level::err, "cannot apply committed entries",
                {{"shard", absl::StrCat(s)}, {"error", applied.message()}});

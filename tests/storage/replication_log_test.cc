@@ -139,6 +139,34 @@ TEST_F(ReplicationLogTest, ApplyingWritesTheRecordsAndTheAppliedPositionTogether
   EXPECT_TRUE(log_->ApplyThrough(kShard, 2).ok()) << "applying again is nothing to do";
 }
 
+// What a caller just appended is applied as it holds it, and the rest is
+// read back: here the caller's copy of entry 3 differs from the log's, to
+// tell the two apart (a real caller's is the same).
+TEST_F(ReplicationLogTest, ApplyingTakesTheCallersEntriesAndReadsBackTheOthers) {
+  ASSERT_TRUE(log_->Append(kShard, 1, Batch({"a"})).ok());
+  ASSERT_TRUE(log_->Append(kShard, 1, Batch({"b"})).ok());
+  ASSERT_TRUE(log_->Append(kShard, 1, Batch({"logged"})).ok());
+  ASSERT_TRUE(log_->Append(kShard, 1, Batch({"d"})).ok());
+  const std::vector<LogEntry> known = {Entry(1, 3, {"held"})};
+
+  ASSERT_TRUE(log_->ApplyThrough(kShard, 3, known).ok());
+  EXPECT_EQ(log_->Applied(kShard), (LogPosition{1, 3}));
+  EXPECT_EQ(Record("a"), "v-a") << "entries 1 and 2 are read back";
+  EXPECT_EQ(Record("b"), "v-b");
+  EXPECT_EQ(Record("held"), "v-held") << "entry 3 is the caller's";
+  EXPECT_EQ(Record("logged"), "(none)");
+
+  // An entry the caller holds at another seq is not used for this one.
+  ASSERT_TRUE(log_->ApplyThrough(kShard, 4, {Entry(1, 9, {"elsewhere"})}).ok());
+  EXPECT_EQ(Record("d"), "v-d");
+  EXPECT_EQ(Record("elsewhere"), "(none)");
+  EXPECT_EQ(log_->Applied(kShard), (LogPosition{1, 4}));
+
+  ASSERT_NO_FATAL_FAILURE(Open());
+  EXPECT_EQ(log_->Applied(kShard), (LogPosition{1, 4})) << "persisted with the records";
+  EXPECT_EQ(Record("held"), "v-held");
+}
+
 TEST_F(ReplicationLogTest, PositionsAndPromisesSurviveAReopen) {
   ASSERT_TRUE(log_->Append(kShard, 3, Batch({"a"})).ok());
   ASSERT_TRUE(log_->Append(kShard, 3, Batch({"b"})).ok());
