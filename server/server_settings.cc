@@ -107,6 +107,14 @@ absl::Status ResolveStorage(const v1::ServerConfig& config, storage::StoreOption
     return absl::InvalidArgumentError(absl::StrCat(
         "durability: must be \"fsync\" or \"buffered\", got \"", config.durability(), "\""));
   }
+  if (config.memtable().empty() || config.memtable() == "skiplist") {
+    out->hash_memtable = false;
+  } else if (config.memtable() == "hash") {
+    out->hash_memtable = true;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memtable: must be \"skiplist\" or \"hash\", got \"", config.memtable(), "\""));
+  }
   int64_t periodic_ms = 0;
   absl::Status s;
   s.Update(ParseDurationField(config.buffered_sync_interval(), 100, 1, "buffered_sync_interval",

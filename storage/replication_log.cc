@@ -467,8 +467,9 @@ absl::StatusOr<ReplicationLog::RecordPage> ReplicationLog::ReadRecords(uint32_t 
                                                                        size_t max_bytes) const {
   RecordPage page;
   size_t bytes = 0;
-  std::unique_ptr<rocksdb::Iterator> it(
-      dir_->db()->NewIterator(rocksdb::ReadOptions(), dir_->shard(shard)));
+  rocksdb::ReadOptions ordered;
+  ordered.total_order_seek = true;  // Past a hash memtable's buckets.
+  std::unique_ptr<rocksdb::Iterator> it(dir_->db()->NewIterator(ordered, dir_->shard(shard)));
   it->Seek(after_key);
   if (!after_key.empty() && it->Valid() && View(it->key()) == after_key) it->Next();
   for (; it->Valid(); it->Next()) {

@@ -252,9 +252,10 @@ absl::StatusOr<ScanPage> Store::Scan(const ScanQuery& query, const ScanCursor& f
   size_t examined = 0;
   const int64_t now_ms = dir_->time()->NowMs();
   const std::string prefix = NamespacePrefix(query.ns);
+  rocksdb::ReadOptions ordered;
+  ordered.total_order_seek = true;  // Past a hash memtable's buckets.
   for (uint32_t shard = from.shard; shard < shard_count(); ++shard) {
-    std::unique_ptr<rocksdb::Iterator> it(
-        dir_->db()->NewIterator(rocksdb::ReadOptions(), dir_->shard(shard)));
+    std::unique_ptr<rocksdb::Iterator> it(dir_->db()->NewIterator(ordered, dir_->shard(shard)));
     const bool resume = shard == from.shard && !from.after.empty();
     it->Seek(resume ? from.after : prefix);
     if (resume && it->Valid() && it->key() == from.after) it->Next();

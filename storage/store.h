@@ -53,6 +53,9 @@ struct StoreOptions {
   // RocksDB periodic compaction: files older than this are recompacted so
   // that expired records in cold files are dropped. 0 disables it.
   uint64_t periodic_compaction_seconds = 24 * 60 * 60;
+  // Shard memtables indexed by a hash of each key's first 64 bytes rather
+  // than one skip list (the config's `memtable: "hash"`).
+  bool hash_memtable = false;
   // Tokens reserved per persisted ceiling (see token_allocator.h).
   uint64_t token_block = 1 << 16;
   // Source of time; must outlive the store. Storage reads it through the

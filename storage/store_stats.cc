@@ -59,6 +59,7 @@ StoreStats ReadStoreStats(const DataDir& dir, const CompactionDrops& drops, int6
     // The sample must not push the records being served out of the cache.
     rocksdb::ReadOptions sample;
     sample.fill_cache = false;
+    sample.total_order_seek = true;  // Past a hash memtable's buckets.
     std::unique_ptr<rocksdb::Iterator> it(dir.db()->NewIterator(sample, shard));
     for (it->SeekToFirst(); it->Valid() && total < sample_per_shard; it->Next()) {
       Record record;

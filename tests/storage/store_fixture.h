@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -47,6 +48,10 @@ class StoreTest : public ::testing::Test {
     options.shards = kShards;
     options.abandoned_grace_ms = kGraceMs;
     options.clock = &clock_;
+    // The suite runs twice, the second time on hash memtables
+    // (tests/storage/CMakeLists.txt).
+    const char* memtable = std::getenv("DEDUP_TEST_MEMTABLE");
+    options.hash_memtable = memtable != nullptr && std::string(memtable) == "hash";
     return options;
   }
 
