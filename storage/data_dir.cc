@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/listener.h"
@@ -33,8 +34,14 @@ constexpr char kShardCountKey[] = "meta:shards";
 constexpr char kFormatKey[] = "meta:format";
 constexpr char kIdentityKey[] = "meta:identity";
 constexpr char kLogFamily[] = "replication-log";
-constexpr char kFormat[] = "1";
+constexpr char kFamiliesKey[] = "meta:families";
+// "1": a family per shard. "2": shards grouped into fewer families.
+constexpr char kFormatOwnFamilies[] = "1";
+constexpr char kFormatGrouped[] = "2";
 constexpr char kShardFamilyPrefix[] = "shard-";
+constexpr char kGroupFamilyPrefix[] = "group-";
+
+std::string GroupName(uint32_t index) { return absl::StrFormat("group-%04d", index); }
 constexpr char kClockMarkKey[] = "meta:clock-mark";
 
 std::string CeilingKey(uint32_t shard) { return absl::StrCat("ceiling:", ShardName(shard)); }
@@ -180,23 +187,39 @@ absl::Status DataDir::OpenDb(CompactionDrops* drops) {
     db_options.env = options_.env_for_testing->env.get();
   }
 
-  uint32_t shards = options_.shards == 0 ? kDefaultShards : options_.shards;
+  const uint32_t shards = options_.shards == 0 ? kDefaultShards : options_.shards;
+  uint32_t families =
+      std::min(options_.shard_families == 0 ? kShardFamilies : options_.shard_families, shards);
+  bool grouped = families < shards;
   if (exists) {
-    std::vector<std::string> families;
-    absl::Status listed =
-        FromRocks(rocksdb::DB::ListColumnFamilies(db_options, options_.path, &families),
+    std::vector<std::string> listed;
+    absl::Status status =
+        FromRocks(rocksdb::DB::ListColumnFamilies(db_options, options_.path, &listed),
                   absl::StrCat("cannot read data directory ", options_.path));
-    if (!listed.ok()) return listed;
-    shards = static_cast<uint32_t>(std::count_if(
-        families.begin(), families.end(),
-        [](const std::string& family) { return absl::StartsWith(family, kShardFamilyPrefix); }));
+    if (!status.ok()) return status;
+    auto count = [&listed](const char* prefix) {
+      return static_cast<uint32_t>(std::count_if(
+          listed.begin(), listed.end(),
+          [prefix](const std::string& name) { return absl::StartsWith(name, prefix); }));
+    };
+    const uint32_t own = count(kShardFamilyPrefix);
+    const uint32_t groups = count(kGroupFamilyPrefix);
+    if (own > 0 && groups > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "data directory ", options_.path, " is damaged: it has both shard families (", own,
+          ") and group families (", groups, ")"));
+    }
+    grouped = groups > 0;
+    families = grouped ? groups : own;
   }
 
   const rocksdb::ColumnFamilyOptions shard_options =
       ShardFamilyOptions(options_, time_.get(), drops);
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
-  for (uint32_t i = 0; i < shards; ++i) descriptors.emplace_back(ShardName(i), shard_options);
+  for (uint32_t i = 0; i < families; ++i) {
+    descriptors.emplace_back(grouped ? GroupName(i) : ShardName(i), shard_options);
+  }
   descriptors.emplace_back(kLogFamily, rocksdb::ColumnFamilyOptions());
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, descriptors, &handles, &db_);
@@ -210,39 +233,68 @@ absl::Status DataDir::OpenDb(CompactionDrops* drops) {
     return FromRocks(s, absl::StrCat("cannot open data directory ", options_.path));
   }
   meta_ = handles[0];
-  shards_.assign(handles.begin() + 1, handles.end() - 1);
+  families_.assign(handles.begin() + 1, handles.end() - 1);
   log_ = handles.back();
+  shard_count_ = shards;
   absl::Status status = exists ? CheckMeta() : WriteMeta();
   if (!status.ok()) return status;
+  prefixes_.resize(shard_count_);
+  if (families_.size() < shard_count_) {
+    for (uint32_t i = 0; i < shard_count_; ++i) prefixes_[i] = ShardKeyPrefix(i);
+  }
   status = LoadTokenCeilings();
   if (!status.ok()) return status;
   return LoadClockMark();
 }
 
+std::string DataDir::ShardEnd(uint32_t index) const {
+  return prefixes_[index].empty() ? std::string() : ShardKeyPrefix(index + 1);
+}
+
 absl::Status DataDir::WriteMeta() {
+  const bool grouped = families_.size() < shard_count_;
   rocksdb::WriteBatch batch;
-  batch.Put(meta_, kShardCountKey, std::to_string(shard_count()));
-  batch.Put(meta_, kFormatKey, kFormat);
+  batch.Put(meta_, kShardCountKey, std::to_string(shard_count_));
+  batch.Put(meta_, kFormatKey, grouped ? kFormatGrouped : kFormatOwnFamilies);
+  if (grouped) batch.Put(meta_, kFamiliesKey, std::to_string(families_.size()));
   batch.Put(meta_, kIdentityKey, options_.identity);
   return FromRocks(db_->Write(Synced(), &batch), "cannot initialize data directory");
 }
 
-absl::Status DataDir::CheckMeta() const {
-  const uint32_t shards = shard_count();
+absl::Status DataDir::CheckMeta() {
+  const uint32_t families = static_cast<uint32_t>(families_.size());
+  std::string format;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, kFormatKey, &format);
+  if (s.ok() && format != kFormatOwnFamilies && format != kFormatGrouped) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "data directory ", options_.path, " has format ", format,
+        ", which this dedupd does not know (it knows 1 and 2); a newer dedupd made it"));
+  }
+  const bool grouped = s.ok() && format == kFormatGrouped;
   std::string stored;
   uint32_t stored_shards = 0;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, kShardCountKey, &stored);
-  if (!s.ok() || !absl::SimpleAtoi(stored, &stored_shards) || stored_shards != shards) {
+  s = db_->Get(rocksdb::ReadOptions(), meta_, kShardCountKey, &stored);
+  std::string stored_families = std::to_string(families);
+  if (grouped) {
+    db_->Get(rocksdb::ReadOptions(), meta_, kFamiliesKey, &stored_families).PermitUncheckedError();
+  }
+  const bool consistent =
+      s.ok() && absl::SimpleAtoi(stored, &stored_shards) && stored_shards >= 1 &&
+      stored_shards <= kMaxShards && stored_families == std::to_string(families) &&
+      (grouped ? families >= 1 && families < stored_shards : families == stored_shards);
+  if (!consistent) {
     return absl::FailedPreconditionError(
         absl::StrCat("data directory ", options_.path,
                      " is not a dedupd data directory or is damaged (shard count ",
-                     s.ok() ? stored : s.ToString(), ", ", shards, " shard families)"));
+                     s.ok() ? stored : s.ToString(), ", ", families, grouped ? " group" : " shard",
+                     " families)"));
   }
-  if (options_.shards != 0 && options_.shards != shards) {
+  if (options_.shards != 0 && options_.shards != stored_shards) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "data directory ", options_.path, " was created with ", shards, " shards; ",
+        "data directory ", options_.path, " was created with ", stored_shards, " shards; ",
         options_.shards, " were asked for. The shard count of a data directory cannot change"));
   }
+  shard_count_ = stored_shards;
   std::string identity;
   s = db_->Get(rocksdb::ReadOptions(), meta_, kIdentityKey, &identity);
   if (s.ok() && identity != options_.identity) {
@@ -309,7 +361,7 @@ uint64_t DataDir::WriteStallMicros() const {
 
 DataDir::~DataDir() {
   if (db_ == nullptr) return;
-  for (rocksdb::ColumnFamilyHandle* handle : shards_) {
+  for (rocksdb::ColumnFamilyHandle* handle : families_) {
     db_->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
   }
   if (log_ != nullptr) db_->DestroyColumnFamilyHandle(log_).PermitUncheckedError();

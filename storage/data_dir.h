@@ -8,6 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "rocksdb/db.h"
 #include "rocksdb/statistics.h"
 #include "storage/compaction_drops.h"
@@ -22,8 +24,11 @@ namespace dedup::storage {
 //     version, the identity the directory was made for ("node 1 of 3") and
 //     each shard's persisted token ceiling and the high-water mark of
 //     storage time;
-//   - one column family per shard ("shard-0007") holding its records, with
-//     the TTL compaction filter;
+//   - the shards' records, with the TTL compaction filter, either in one
+//     column family per shard ("shard-0007", format 1) or, for more shards
+//     than families, in StoreOptions::shard_families families
+//     ("group-0003", format 2) where shard s lives in family s mod F and
+//     every key of it starts with ShardKeyPrefix(s);
 //   - "replication-log": the shards' replication logs (replication_log.h),
 //     created in a directory that lacks it.
 // Opening checks that the directory is the one asked for and refuses any
@@ -46,10 +51,28 @@ class DataDir {
 
   rocksdb::DB* db() const { return db_; }
   rocksdb::ColumnFamilyHandle* meta() const { return meta_; }
-  rocksdb::ColumnFamilyHandle* shard(uint32_t index) const { return shards_[index]; }
-  const std::vector<rocksdb::ColumnFamilyHandle*>& shards() const { return shards_; }
+  // The family that holds shard `index`'s records, under the keys
+  // RecordKey(index, storage key).
+  rocksdb::ColumnFamilyHandle* shard(uint32_t index) const {
+    return families_[index % families_.size()];
+  }
+  // What every key of shard `index` starts with in its family: empty where
+  // the shard has a family of its own.
+  const std::string& shard_prefix(uint32_t index) const { return prefixes_[index]; }
+  // The key in its family of a record of shard `index`: the shard's prefix
+  // and the storage key (key_codec.h). Storage keys are what leave the
+  // data directory (log entries, record pages, scan cursors), so that
+  // replicas with different layouts understand each other.
+  std::string RecordKey(uint32_t index, absl::string_view storage_key) const {
+    return absl::StrCat(prefixes_[index], storage_key);
+  }
+  // The first key past shard `index`'s range in its family; empty where the
+  // shard has the family to itself.
+  std::string ShardEnd(uint32_t index) const;
+  // Every family that holds records.
+  const std::vector<rocksdb::ColumnFamilyHandle*>& record_families() const { return families_; }
   rocksdb::ColumnFamilyHandle* log() const { return log_; }
-  uint32_t shard_count() const { return static_cast<uint32_t>(shards_.size()); }
+  uint32_t shard_count() const { return shard_count_; }
   // Hands out the fencing tokens of shard `index`, persisting its ceiling
   // in the meta family.
   TokenAllocator* tokens(uint32_t index) const { return tokens_[index].get(); }
@@ -84,7 +107,7 @@ class DataDir {
   explicit DataDir(const StoreOptions& options);
   absl::Status OpenDb(CompactionDrops* drops);
   absl::Status WriteMeta();
-  absl::Status CheckMeta() const;
+  absl::Status CheckMeta();
   absl::Status LoadTokenCeilings();
   absl::Status LoadClockMark();
 
@@ -97,7 +120,9 @@ class DataDir {
   std::shared_ptr<rocksdb::Statistics> statistics_;
   rocksdb::DB* db_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // The default family.
-  std::vector<rocksdb::ColumnFamilyHandle*> shards_;
+  uint32_t shard_count_ = 0;
+  std::vector<rocksdb::ColumnFamilyHandle*> families_;
+  std::vector<std::string> prefixes_;  // Per shard.
   rocksdb::ColumnFamilyHandle* log_ = nullptr;
   std::vector<std::unique_ptr<TokenAllocator>> tokens_;
 };

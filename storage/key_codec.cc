@@ -52,4 +52,9 @@ uint32_t NodeOfShard(uint32_t shard, uint32_t node_count) { return shard % node_
 
 std::string ShardName(uint32_t index) { return absl::StrFormat("shard-%04d", index); }
 
+std::string ShardKeyPrefix(uint32_t index) {
+  return std::string{static_cast<char>(index >> 24), static_cast<char>(index >> 16),
+                     static_cast<char>(index >> 8), static_cast<char>(index)};
+}
+
 }  // namespace dedup::storage

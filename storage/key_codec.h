@@ -36,6 +36,11 @@ uint32_t NodeOfShard(uint32_t shard, uint32_t node_count);
 // Column family name of shard `index`: "shard-0007".
 std::string ShardName(uint32_t index);
 
+// Where several shards share a column family (data_dir.h), every key of
+// shard `index` there starts with this: the index, 4 bytes big-endian, so
+// that each shard is one contiguous range and the ranges sort by index.
+std::string ShardKeyPrefix(uint32_t index);
+
 }  // namespace dedup::storage
 
 #endif  // DEDUP_STORAGE_KEY_CODEC_H_

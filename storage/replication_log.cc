@@ -81,25 +81,29 @@ rocksdb::WriteOptions WriteFor(Durability durability) {
   return options;
 }
 
-// Re-targets a logged batch, whose operations name no family, to the
-// shard's family. Only puts and deletes are ever logged.
+// Re-targets a logged batch, whose operations name no family and whose
+// keys are storage keys, to the shard's family and its keys there. Only
+// puts and deletes are ever logged.
 class ToShardFamily final : public rocksdb::WriteBatch::Handler {
  public:
-  ToShardFamily(rocksdb::ColumnFamilyHandle* family, rocksdb::WriteBatch* out)
-      : family_(family), out_(out) {}
+  ToShardFamily(const DataDir& dir, uint32_t shard, rocksdb::WriteBatch* out)
+      : family_(dir.shard(shard)), prefix_(dir.shard_prefix(shard)), out_(out) {}
 
   rocksdb::Status PutCF(uint32_t family_id, const rocksdb::Slice& key,
                         const rocksdb::Slice& value) override {
     if (family_id != 0) return rocksdb::Status::Corruption("logged put names a column family");
-    return out_->Put(family_, key, value);
+    if (prefix_.empty()) return out_->Put(family_, key, value);
+    return out_->Put(family_, absl::StrCat(prefix_, View(key)), value);
   }
   rocksdb::Status DeleteCF(uint32_t family_id, const rocksdb::Slice& key) override {
     if (family_id != 0) return rocksdb::Status::Corruption("logged delete names a column family");
-    return out_->Delete(family_, key);
+    if (prefix_.empty()) return out_->Delete(family_, key);
+    return out_->Delete(family_, absl::StrCat(prefix_, View(key)));
   }
 
  private:
   rocksdb::ColumnFamilyHandle* const family_;
+  const std::string& prefix_;
   rocksdb::WriteBatch* const out_;
 };
 
@@ -429,7 +433,7 @@ absl::Status ReplicationLog::ApplyThrough(uint32_t shard, uint64_t seq,
       entry = &*read;
     }
     rocksdb::WriteBatch logged(entry->batch);
-    ToShardFamily retarget(dir_->shard(shard), &apply);
+    ToShardFamily retarget(*dir_, shard, &apply);
     rocksdb::Status s = logged.Iterate(&retarget);
     if (!s.ok()) {
       return absl::DataLossError(
@@ -467,18 +471,28 @@ absl::StatusOr<ReplicationLog::RecordPage> ReplicationLog::ReadRecords(uint32_t 
                                                                        size_t max_bytes) const {
   RecordPage page;
   size_t bytes = 0;
+  // The shard's range of its family; pages carry storage keys.
+  const std::string& prefix = dir_->shard_prefix(shard);
+  const std::string begin = dir_->RecordKey(shard, after_key);
+  const std::string end = dir_->ShardEnd(shard);
+  const rocksdb::Slice lower(prefix), upper(end);
   rocksdb::ReadOptions ordered;
   ordered.total_order_seek = true;  // Past a hash memtable's buckets.
+  if (!end.empty()) {
+    ordered.iterate_lower_bound = &lower;
+    ordered.iterate_upper_bound = &upper;
+  }
   std::unique_ptr<rocksdb::Iterator> it(dir_->db()->NewIterator(ordered, dir_->shard(shard)));
-  it->Seek(after_key);
-  if (!after_key.empty() && it->Valid() && View(it->key()) == after_key) it->Next();
+  it->Seek(begin);
+  if (!after_key.empty() && it->Valid() && View(it->key()) == begin) it->Next();
   for (; it->Valid(); it->Next()) {
-    if (!page.records.empty() && bytes + it->key().size() + it->value().size() > max_bytes) {
+    const absl::string_view key = View(it->key()).substr(prefix.size());
+    if (!page.records.empty() && bytes + key.size() + it->value().size() > max_bytes) {
       page.last_key = page.records.back().first;
       return page;
     }
-    page.records.emplace_back(it->key().ToString(), it->value().ToString());
-    bytes += it->key().size() + it->value().size();
+    page.records.emplace_back(std::string(key), it->value().ToString());
+    bytes += key.size() + it->value().size();
   }
   absl::Status s = FromRocks(it->status(), absl::StrCat("reading shard ", shard, "'s records"));
   if (!s.ok()) return s;
@@ -491,10 +505,12 @@ absl::Status ReplicationLog::BeginRestore(uint32_t shard) {
   ShardLog& log = *shards_[shard];
   absl::MutexLock lock(&log.mu);
   rocksdb::WriteBatch batch;
-  // Every record key sorts below this: keys are encoded namespaces and
-  // keys, far shorter than the bound.
+  // The shard's range of its family. Where the shard has the family to
+  // itself, every key sorts below `everything`: keys are encoded
+  // namespaces and keys, far shorter than the bound.
   const std::string everything(1024, '\xff');
-  batch.DeleteRange(dir_->shard(shard), "", everything);
+  const std::string end = dir_->ShardEnd(shard);
+  batch.DeleteRange(dir_->shard(shard), dir_->shard_prefix(shard), end.empty() ? everything : end);
   batch.DeleteRange(dir_->log(), EntryKey(shard, 0), EntryKey(shard, UINT64_MAX));
   batch.Delete(dir_->log(), ShardKey(kAppliedTag, shard));
   rocksdb::WriteOptions synced;
@@ -511,7 +527,9 @@ absl::Status ReplicationLog::BeginRestore(uint32_t shard) {
 absl::Status ReplicationLog::RestoreRecords(
     uint32_t shard, const std::vector<std::pair<std::string, std::string>>& records) {
   rocksdb::WriteBatch batch;
-  for (const auto& [key, value] : records) batch.Put(dir_->shard(shard), key, value);
+  for (const auto& [key, value] : records) {
+    batch.Put(dir_->shard(shard), dir_->RecordKey(shard, key), value);
+  }
   return FromRocks(dir_->db()->Write(rocksdb::WriteOptions(), &batch),
                    absl::StrCat("restoring shard ", shard, "'s records"));
 }

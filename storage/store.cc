@@ -95,8 +95,8 @@ void Store::SyncLoop() {
 absl::StatusOr<std::optional<Record>> Store::Read(uint32_t shard, const std::string& storage_key,
                                                   const Operation& op) const {
   rocksdb::PinnableSlice value;
-  rocksdb::Status s =
-      dir_->db()->Get(rocksdb::ReadOptions(), dir_->shard(shard), storage_key, &value);
+  rocksdb::Status s = dir_->db()->Get(rocksdb::ReadOptions(), dir_->shard(shard),
+                                      dir_->RecordKey(shard, storage_key), &value);
   if (s.IsNotFound()) return std::optional<Record>();
   if (s.IsCorruption()) ++corrupt_records_;
   if (!s.ok()) return FromRocks(s, "cannot read record");
@@ -185,7 +185,7 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
       if (replicator != nullptr) {
         shard_batches[shard].Put(storage_key, EncodeRecord(t->stored));
       } else {
-        batch.Put(dir_->shard(shard), storage_key, EncodeRecord(t->stored));
+        batch.Put(dir_->shard(shard), dir_->RecordKey(shard, storage_key), EncodeRecord(t->stored));
       }
       pending[storage_key] = std::move(t->stored);
     }
@@ -251,16 +251,26 @@ absl::StatusOr<ScanPage> Store::Scan(const ScanQuery& query, const ScanCursor& f
   max_examined = std::max<size_t>(max_examined, 1);
   size_t examined = 0;
   const int64_t now_ms = dir_->time()->NowMs();
-  const std::string prefix = NamespacePrefix(query.ns);
-  rocksdb::ReadOptions ordered;
-  ordered.total_order_seek = true;  // Past a hash memtable's buckets.
+  const std::string ns_prefix = NamespacePrefix(query.ns);
   for (uint32_t shard = from.shard; shard < shard_count(); ++shard) {
+    // Keys in the family are the shard's prefix and a storage key; the
+    // cursor holds storage keys.
+    const std::string prefix = dir_->RecordKey(shard, ns_prefix);
+    const size_t shard_prefix = dir_->shard_prefix(shard).size();
+    rocksdb::ReadOptions ordered;
+    ordered.total_order_seek = true;  // Past a hash memtable's buckets.
+    const std::string end = dir_->ShardEnd(shard);
+    const rocksdb::Slice upper(end);
+    if (!end.empty()) ordered.iterate_upper_bound = &upper;
     std::unique_ptr<rocksdb::Iterator> it(dir_->db()->NewIterator(ordered, dir_->shard(shard)));
     const bool resume = shard == from.shard && !from.after.empty();
-    it->Seek(resume ? from.after : prefix);
-    if (resume && it->Valid() && it->key() == from.after) it->Next();
+    const std::string after = resume ? dir_->RecordKey(shard, from.after) : std::string();
+    it->Seek(resume ? after : prefix);
+    if (resume && it->Valid() && it->key() == after) it->Next();
     std::string last_examined;  // In this shard; empty: none yet.
     for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      const absl::string_view storage_key(it->key().data() + shard_prefix,
+                                          it->key().size() - shard_prefix);
       if (examined == max_examined) {
         // Yields before this key, so that one page costs a bounded walk
         // however few records match; the cursor resumes here.
@@ -268,7 +278,7 @@ absl::StatusOr<ScanPage> Store::Scan(const ScanQuery& query, const ScanCursor& f
         return page;
       }
       ++examined;
-      last_examined = it->key().ToString();
+      last_examined = std::string(storage_key);
       Record record;
       if (!DecodeRecord(absl::string_view(it->value().data(), it->value().size()), &record)) {
         // Kept on disk (compaction keeps it too), not returned, counted.
@@ -280,11 +290,10 @@ absl::StatusOr<ScanPage> Store::Scan(const ScanQuery& query, const ScanCursor& f
       const bool state_matches = query.state == State::kAbsent ? record.state != State::kAbsent
                                                                : record.state == query.state;
       if (!state_matches || now_ms - record.updated_ms < query.min_age_ms) continue;
-      DecodeStorageKey(absl::string_view(it->key().data(), it->key().size()), &record.ns,
-                       &record.key);
+      DecodeStorageKey(storage_key, &record.ns, &record.key);
       page.records.push_back(std::move(record));
       if (page.records.size() >= max_records) {
-        page.next = ScanCursor{shard, it->key().ToString(), false};
+        page.next = ScanCursor{shard, std::string(storage_key), false};
         return page;
       }
     }
@@ -301,9 +310,9 @@ absl::Status Store::CompactAll() {
   dir_->time()->NowMs();
   rocksdb::CompactRangeOptions options;
   options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
-  for (rocksdb::ColumnFamilyHandle* shard : dir_->shards()) {
+  for (rocksdb::ColumnFamilyHandle* family : dir_->record_families()) {
     absl::Status status =
-        FromRocks(dir_->db()->CompactRange(options, shard, nullptr, nullptr), "compaction failed");
+        FromRocks(dir_->db()->CompactRange(options, family, nullptr, nullptr), "compaction failed");
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
@@ -314,7 +323,8 @@ absl::Status Store::Flush() {
   if (!status.ok()) return status;
   status = FromRocks(dir_->db()->SyncWAL(), "WAL sync failed");
   if (!status.ok()) return status;
-  return FromRocks(dir_->db()->Flush(rocksdb::FlushOptions(), dir_->shards()), "flush failed");
+  return FromRocks(dir_->db()->Flush(rocksdb::FlushOptions(), dir_->record_families()),
+                   "flush failed");
 }
 
 bool Store::WritesStalled() const { return dir_->WritesStalled(); }

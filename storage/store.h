@@ -45,6 +45,15 @@ struct StoreOptions {
   // for a new one. A non-zero value that differs from an existing data
   // directory's count is refused.
   uint32_t shards = 0;
+  // Column families the shards of a new data directory are spread over.
+  // 0: one family per shard up to kShardFamilies shards, and kShardFamilies
+  // families for more, since every family costs memory and open time
+  // whether or not it holds anything (docs/elastic.md §1). With fewer
+  // families than shards, shard s lives in family s mod F with every key
+  // prefixed by ShardKeyPrefix(s), so each shard is still one key range
+  // that is copied, restored and dropped on its own. An existing data
+  // directory keeps the layout it was made with.
+  uint32_t shard_families = 0;
   Durability durability = Durability::kFsync;
   int64_t buffered_sync_interval_ms = 100;
   // How long after its lease ends an abandoned IN_PROGRESS or RELEASED
@@ -78,7 +87,8 @@ struct StoreOptions {
 };
 
 inline constexpr uint32_t kDefaultShards = 16;
-inline constexpr uint32_t kMaxShards = 4096;
+inline constexpr uint32_t kShardFamilies = 16;
+inline constexpr uint32_t kMaxShards = 16384;
 
 // Where a scan resumes: the shard and the last storage key returned there.
 struct ScanCursor {

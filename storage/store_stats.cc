@@ -48,7 +48,8 @@ const char* StatsStateName(size_t index) {
 StoreStats ReadStoreStats(const DataDir& dir, const CompactionDrops& drops, int64_t now_ms,
                           size_t sample_per_shard) {
   StoreStats stats;
-  for (rocksdb::ColumnFamilyHandle* shard : dir.shards()) {
+  // Per family: where shards share one, its sample covers them together.
+  for (rocksdb::ColumnFamilyHandle* shard : dir.record_families()) {
     stats.storage_bytes += IntProperty(dir, shard, "rocksdb.total-sst-files-size") +
                            IntProperty(dir, shard, "rocksdb.cur-size-all-mem-tables");
     stats.pending_compaction_bytes +=

@@ -20,6 +20,7 @@
 #include "storage/testing/rocksdb_env.h"
 #include "tests/common/fault_injection_file_system.h"
 #include "tests/common/temp_dir.h"
+#include "tests/storage/store_fixture.h"
 
 namespace dedup::storage {
 namespace {
@@ -54,8 +55,9 @@ class ReplicationLogTest : public ::testing::Test {
   void Open(Durability durability = Durability::kFsync) {
     Close();
     StoreOptions options;
-    options.path = dir_.Sub("data");
+    options.path = dir_.Sub(families_ == 0 ? "data" : "shared");
     options.shards = 4;
+    options.shard_families = families_;
     if (env_ != nullptr) SetRocksDbEnvForTesting(&options, env_);
     absl::StatusOr<std::unique_ptr<DataDir>> data = DataDir::Open(options, &drops_);
     ASSERT_TRUE(data.ok()) << data.status();
@@ -72,9 +74,11 @@ class ReplicationLogTest : public ::testing::Test {
   }
 
   // The shard's record value of `key`, or "(none)".
-  std::string Record(const std::string& key) {
+  std::string Record(const std::string& key) { return Record(kShard, key); }
+  std::string Record(uint32_t shard, const std::string& key) {
     std::string value;
-    rocksdb::Status s = data_->db()->Get(rocksdb::ReadOptions(), data_->shard(kShard), key, &value);
+    rocksdb::Status s = data_->db()->Get(rocksdb::ReadOptions(), data_->shard(shard),
+                                         data_->RecordKey(shard, key), &value);
     return s.ok() ? value : "(none)";
   }
 
@@ -85,6 +89,9 @@ class ReplicationLogTest : public ::testing::Test {
   }
 
   dedup::test::TempDir dir_;
+  // 0: a family per shard; DEDUP_TEST_SHARD_FAMILIES runs the suite again
+  // on shards that share families (tests/storage/CMakeLists.txt).
+  uint32_t families_ = SharedFamiliesForTesting();
   CompactionDrops drops_;
   std::shared_ptr<rocksdb::Env> env_;
   std::unique_ptr<DataDir> data_;
@@ -343,6 +350,54 @@ TEST_F(ReplicationLogTest, ARestoreCopiesTheRecordsAndTheLogContinuesAfterItsPos
   ASSERT_NO_FATAL_FAILURE(Open());
   EXPECT_EQ(log_->Applied(kShard), (LogPosition{2, 4})) << "the restore survives a restart";
   EXPECT_EQ(Record("c"), "v-c");
+}
+
+TEST_F(ReplicationLogTest, AShardSharingItsFamilyIsCopiedRestoredAndDroppedAlone) {
+  families_ = 2;  // Shards 0 and 2 share family 0.
+  ASSERT_NO_FATAL_FAILURE(Open());
+  ASSERT_EQ(data_->shard(0), data_->shard(kShard));
+  for (uint32_t shard : {0u, kShard}) {
+    for (const char* key : {"a", "b"}) ASSERT_TRUE(log_->Append(shard, 1, Batch({key})).ok());
+    ASSERT_TRUE(log_->ApplyThrough(shard, 2).ok());
+  }
+  ASSERT_TRUE(log_->Append(0, 1, Batch({"z"})).ok());
+  ASSERT_TRUE(log_->ApplyThrough(0, 3).ok());
+
+  absl::StatusOr<ReplicationLog::RecordPage> page = log_->ReadRecords(kShard, "", 1 << 20);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_TRUE(page->done);
+  const std::vector<std::pair<std::string, std::string>> expected = {{"a", "v-a"}, {"b", "v-b"}};
+  EXPECT_EQ(page->records, expected) << "the shard's own records, under their storage keys";
+  absl::StatusOr<ReplicationLog::RecordPage> first = log_->ReadRecords(0, "", 1 << 20);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->records.size(), 3u) << "shard 0's a, b and z, and none of shard 2's after them";
+
+  ASSERT_TRUE(log_->BeginRestore(kShard).ok());
+  EXPECT_EQ(Record(kShard, "a"), "(none)");
+  EXPECT_EQ(Record(0, "a"), "v-a") << "the other shard in the family keeps its records";
+  EXPECT_EQ(Record(0, "z"), "v-z");
+  ASSERT_TRUE(log_->RestoreRecords(kShard, {{"c", "v-c"}}).ok());
+  ASSERT_TRUE(log_->FinishRestore(kShard, {1, 1}).ok());
+  EXPECT_EQ(Record(kShard, "c"), "v-c");
+  EXPECT_EQ(Record(0, "c"), "(none)");
+
+  // A directory with a family per shard takes the pages as they are.
+  families_ = 0;
+  Close();
+  StoreOptions own;
+  own.path = dir_.Sub("own");
+  own.shards = 4;
+  own.shard_families = 4;
+  absl::StatusOr<std::unique_ptr<DataDir>> other = DataDir::Open(own, &drops_);
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::StatusOr<std::unique_ptr<ReplicationLog>> other_log =
+      ReplicationLog::Open(other->get(), Durability::kFsync);
+  ASSERT_TRUE(other_log.ok()) << other_log.status();
+  ASSERT_TRUE((*other_log)->RestoreRecords(kShard, page->records).ok());
+  std::string value;
+  ASSERT_TRUE(
+      (*other)->db()->Get(rocksdb::ReadOptions(), (*other)->shard(kShard), "b", &value).ok());
+  EXPECT_EQ(value, "v-b");
 }
 
 // Power loss: an fsync-mode append that returned is on disk; a promise is

@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -43,14 +45,27 @@ class StoreCorruptionTest : public StoreTest {
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* raw = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), path, families, &handles, &raw).ok());
-    const std::string shard = ShardName(ShardOf(kNs, key, kShards));
+    // The key's family and its key there: a family per shard, or shards
+    // sharing "group-" families with their prefix (data_dir.h).
+    const uint32_t shard = ShardOf(kNs, key, kShards);
+    const auto groups =
+        static_cast<uint32_t>(std::count_if(names.begin(), names.end(), [](const std::string& n) {
+          return n.rfind("group-", 0) == 0;
+        }));
+    char group[32];
+    std::snprintf(group, sizeof(group), "group-%04u", groups == 0 ? 0 : shard % groups);
+    const std::string family = groups == 0 ? ShardName(shard) : std::string(group);
+    const std::string stored =
+        (groups == 0 ? std::string() : ShardKeyPrefix(shard)) + EncodeStorageKey(kNs, key);
+    int written = 0;
     for (size_t i = 0; i < names.size(); ++i) {
-      if (names[i] == shard) {
-        EXPECT_TRUE(raw->Put(rocksdb::WriteOptions(), handles[i], EncodeStorageKey(kNs, key),
-                             std::string("\xff\x01garbage", 9))
-                        .ok());
-      }
+      if (names[i] != family) continue;
+      EXPECT_TRUE(
+          raw->Put(rocksdb::WriteOptions(), handles[i], stored, std::string("\xff\x01garbage", 9))
+              .ok());
+      ++written;
     }
+    EXPECT_EQ(written, 1) << "family " << family;
     for (rocksdb::ColumnFamilyHandle* handle : handles) raw->DestroyColumnFamilyHandle(handle);
     delete raw;
     ASSERT_NO_FATAL_FAILURE(Open(Options()));

@@ -30,6 +30,15 @@ inline constexpr int64_t kGraceMs = 60'000;
 inline constexpr int64_t kDayMs = 24 * 3'600'000;
 inline constexpr uint32_t kShards = 4;
 
+// The column families of the stores under test: 0 (the built-in, a family
+// per shard at this shard count), or what DEDUP_TEST_SHARD_FAMILIES says,
+// which runs the suite again on shards that share families
+// (tests/storage/CMakeLists.txt).
+inline uint32_t SharedFamiliesForTesting() {
+  const char* families = std::getenv("DEDUP_TEST_SHARD_FAMILIES");
+  return families == nullptr ? 0 : static_cast<uint32_t>(std::strtoul(families, nullptr, 10));
+}
+
 // The keys of `records`, sorted.
 inline std::vector<std::string> KeysOf(const std::vector<Record>& records) {
   std::vector<std::string> keys;
@@ -52,6 +61,7 @@ class StoreTest : public ::testing::Test {
     // (tests/storage/CMakeLists.txt).
     const char* memtable = std::getenv("DEDUP_TEST_MEMTABLE");
     options.hash_memtable = memtable != nullptr && std::string(memtable) == "hash";
+    options.shard_families = SharedFamiliesForTesting();
     return options;
   }
 

@@ -1,10 +1,14 @@
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "rocksdb/db.h"
 #include "storage/clock.h"
 #include "storage/operation.h"
 #include "storage/store.h"
@@ -68,6 +72,92 @@ TEST(StoreOpenTest, NewDirectoryWithZeroShardsGetsDefaultCount) {
     ASSERT_TRUE(store.ok()) << store.status();
     EXPECT_EQ((*store)->shard_count(), kDefaultShards);
   }
+}
+
+// How many column families of the data directory at `path` start with
+// `prefix`.
+int FamiliesNamed(const std::string& path, const std::string& prefix) {
+  std::vector<std::string> names;
+  EXPECT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names).ok());
+  return static_cast<int>(std::count_if(names.begin(), names.end(), [&](const std::string& name) {
+    return absl::StartsWith(name, prefix);
+  }));
+}
+
+// The keys of every record of kNs, scanned in pages of `page_size`.
+std::vector<std::string> ScanAll(const Store& store, size_t page_size) {
+  ScanQuery query;
+  query.ns = kNs;
+  ScanCursor cursor;
+  std::vector<Record> records;
+  for (int pages = 0; !cursor.done && pages < 10'000; ++pages) {
+    absl::StatusOr<ScanPage> page = store.Scan(query, cursor, page_size);
+    EXPECT_TRUE(page.ok()) << page.status();
+    if (!page.ok()) break;
+    records.insert(records.end(), page->records.begin(), page->records.end());
+    cursor = page->next;
+  }
+  return KeysOf(records);
+}
+
+TEST(StoreOpenTest, ManyShardsShareAFewFamiliesEachShardItsOwnRange) {
+  test::TempDir dir;
+  ManualClock clock(kStartMs);
+  StoreOptions options;
+  options.path = dir.Sub("data");
+  options.clock = &clock;
+  options.shards = 1024;
+  std::vector<std::string> keys;
+  std::vector<uint64_t> tokens;
+  {
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (int i = 0; i < 300; ++i) {
+      keys.push_back("order-" + std::to_string(i));
+      absl::StatusOr<OpResult> claimed = (*store)->Apply(Claim(keys.back(), "worker-a"));
+      ASSERT_TRUE(claimed.ok()) << claimed.status();
+      ASSERT_EQ(claimed->outcome, Outcome::kAcquired) << keys.back();
+      tokens.push_back(claimed->record.token);
+    }
+  }
+  EXPECT_EQ(FamiliesNamed(options.path, "group-"), static_cast<int>(kShardFamilies));
+  EXPECT_EQ(FamiliesNamed(options.path, "shard-"), 0);
+
+  options.shards = 0;  // The directory's own count.
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->shard_count(), 1024u);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    absl::StatusOr<OpResult> found = (*store)->Apply(Query(keys[i]));
+    ASSERT_TRUE(found.ok()) << found.status();
+    EXPECT_EQ(found->record.state, State::kInProgress) << keys[i];
+    EXPECT_EQ(found->record.token, tokens[i]) << keys[i];
+  }
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(ScanAll(**store, 7), keys) << "every record once, across shards sharing families";
+}
+
+TEST(StoreOpenTest, ADirectoryWithAFamilyPerShardKeepsItsLayout) {
+  test::TempDir dir;
+  ManualClock clock(kStartMs);
+  StoreOptions options;
+  options.path = dir.Sub("data");
+  options.clock = &clock;
+  options.shards = 32;
+  options.shard_families = 32;  // As every directory was made before families were shared.
+  {
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->Apply(Claim("order-1", "worker-a")).ok());
+  }
+  options.shard_families = 0;
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(FamiliesNamed(options.path, "shard-"), 32);
+  EXPECT_EQ(FamiliesNamed(options.path, "group-"), 0);
+  absl::StatusOr<OpResult> found = (*store)->Apply(Query("order-1"));
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->record.state, State::kInProgress);
 }
 
 TEST(StoreOpenTest, RefusesBadOptionsAsInvalidArgument) {
