@@ -184,7 +184,8 @@ refuse "replicaCount: Must be greater than or equal to 1" --set replicaCount=0
 refuse "replicas: Must be greater than or equal to 1" --set replicas=0
 refuse "replicaCount (20) must not exceed shards (16)" --set replicaCount=20 --set shards=16 \
   --set replicationFactor=1
-refuse "replicaCount (20) must not exceed shards (16)" --set replicas=20 --set replicationFactor=1
+refuse "replicaCount (20) must not exceed shards (16)" --set replicas=20 --set replicationFactor=1 \
+  --set shards=16
 refuse "durability must be one of" --set durability=async
 refuse "namespaces.0.name" --set "namespaces[0].name=Bad_Name"
 refuse "helmTest.tlsSecretName" --set tls.enabled=true --set tls.secretName=dedupd-tls
@@ -544,7 +545,7 @@ def check_rendering(case, replicas, monitoring):
           os.path.basename(config_flag) in dig(cm, "data", default={}),
           f"[{case}] --config={config_flag} is the ConfigMap's file")
     text = dig(cm, "data", "dedupd.textproto", default="")
-    for needle in ("shards: 16", 'durability: "fsync"', "namespaces {",
+    for needle in ("shards: 1024", 'durability: "fsync"', "namespaces {",
                    'name: "coupon-deduct"', 'name: "payment-callback"',
                    'retention_floor: "168h"'):
         check(needle in text, f"[{case}] ConfigMap dedupd.textproto has {needle}")
@@ -1330,7 +1331,7 @@ current-context: fake
 
 
 check_upgrade_guard([sts_repl, etcd], "replicated", [], [
-    ("shards=32", "the installed cluster has 16 shards"),
+    ("shards=32", "the installed cluster has 1024 shards"),
     ("replicationFactor=1", "the installed cluster has replication factor 3"),
     ("replicationFactor=2", "the installed cluster has replication factor 3"),
     ("etcd.members=5", "the installed etcd has 3 members"),
@@ -1339,6 +1340,13 @@ check_upgrade_guard([sts_repl, etcd], "replicated", [], [
     ("replicaCount=5", 'dedupd/cluster-nodes: "5"'),
     ("replicaCount=4", "name: dedupd-drain"),
     ("replicas=4", 'dedupd/cluster-nodes: "4"')])
+# A release installed when the chart's default was 16 shards: shards unset
+# keeps its 16, not the 1024 of a new release.
+sts_repl16 = json.loads(json.dumps(sts_repl))
+sts_repl16["metadata"]["annotations"]["dedupd/shards"] = "16"
+check_upgrade_guard([sts_repl16, etcd], "replicated, 16 shards", [], [
+    ("shards=1024", "the installed cluster has 16 shards")], accepted=[
+    ("replicaCount=3", "shards: 16")])
 check_upgrade_guard([sts3], "unreplicated", ["replicationFactor=1"], [
     ("replicaCount=4", "replicaCount: the installed cluster has 3 nodes"),
     ("replicas=4", "replicaCount: the installed cluster has 3 nodes"),

@@ -106,7 +106,7 @@ StatefulSet, since they differ per pod or name the Services' ports.
 # dedupd configuration rendered by the {{ .Chart.Name }} chart {{ .Chart.Version }}.
 # Schema and defaults: proto/dedup/v1/server_config.proto. listen,
 # metrics_listen, data_dir, cluster_nodes and node_index are flags.
-shards: {{ int64 .Values.shards }}
+shards: {{ include "dedupd.shards" . }}
 durability: {{ .Values.durability | quote }}
 strict_namespaces: {{ .Values.strictNamespaces }}
 {{- with .Values.server }}
@@ -255,6 +255,26 @@ The Secret with the helm test pod's client certificate, when TLS is on.
 {{- end -}}
 
 {{/*
+The cluster's logical shards: `shards` when set; unset (0), the installed
+release's count on an upgrade (16 for a release from before the chart
+recorded it, the default then), and 1024 for a new release (docs/elastic.md
+§1: enough to spread over hundreds of nodes, at the idle cost measured
+there).
+*/}}
+{{- define "dedupd.shards" -}}
+{{- if .Values.shards -}}
+{{- int .Values.shards -}}
+{{- else -}}
+{{- $existing := lookup "apps/v1" "StatefulSet" .Release.Namespace (include "dedupd.fullname" .) -}}
+{{- if $existing -}}
+{{- get ($existing.metadata.annotations | default dict) "dedupd/shards" | default "16" -}}
+{{- else -}}
+1024
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Refuses, on `helm upgrade`, a change of shards or replicationFactor of a
 cluster whose pods already hold data, or of replicaCount when it is
 unreplicated: the data directories would refuse the new shape, or hold the
@@ -278,8 +298,8 @@ template` or on a first install.
 {{- if and $nodes (eq $factor "1") (ne $nodes (toString $count)) -}}
 {{- fail (printf "replicaCount: the installed cluster has %s nodes and this upgrade asks for %d. With replicationFactor 1 node i owns the shards s with s mod n == i, so shards would move between nodes while their data stays, and every pod would refuse its data directory. Only a replicated cluster (replicationFactor 2 or more) changes its node count in place; deploy a new release with the new size instead (see the chart's README), or set allowClusterReshape=true if the volumes were deleted on purpose." $nodes $count) -}}
 {{- end -}}
-{{- if and $shards (ne $shards (toString (int .Values.shards))) -}}
-{{- fail (printf "shards: the installed cluster has %s shards and this upgrade asks for %d; the data directories would refuse it. Deploy a new release instead, or set allowClusterReshape=true if the volumes were deleted on purpose." $shards (int .Values.shards)) -}}
+{{- if and $shards (ne $shards (include "dedupd.shards" .)) -}}
+{{- fail (printf "shards: the installed cluster has %s shards and this upgrade asks for %s; the data directories would refuse it. Leave shards unset (0) to keep the installed count, deploy a new release instead, or set allowClusterReshape=true if the volumes were deleted on purpose." $shards (include "dedupd.shards" .)) -}}
 {{- end -}}
 {{- if and $factor (ne $factor (toString (int .Values.replicationFactor))) -}}
 {{- fail (printf "replicationFactor: the installed cluster has replication factor %s and this upgrade asks for %d. The factor decides which pods hold which shards and whether leaders live in etcd, and the chart does not convert an installed cluster between factors. Set replicationFactor=%s to keep this release as it is (a release installed before the chart knew replication has factor 1), or deploy a new release (see the chart's README); allowClusterReshape=true skips this check if the volumes were deleted on purpose." $factor (int .Values.replicationFactor) $factor) -}}
@@ -450,8 +470,8 @@ cluster cannot run with, each with what to do.
 {{- $r := int .Values.replicationFactor -}}
 {{- $n := include "dedupd.replicaCount" . | int -}}
 {{- if le $r 1 -}}
-{{- if gt $n (int .Values.shards) -}}
-{{- fail (printf "replicaCount (%d) must not exceed shards (%d): unreplicated, node i owns the shards s with s mod replicaCount == i, so some nodes would own none" $n (int .Values.shards)) -}}
+{{- if gt $n (include "dedupd.shards" . | int) -}}
+{{- fail (printf "replicaCount (%d) must not exceed shards (%d): unreplicated, node i owns the shards s with s mod replicaCount == i, so some nodes would own none" $n (include "dedupd.shards" . | int)) -}}
 {{- end -}}
 {{- if .Values.etcd.endpoints -}}
 {{- fail "etcd.endpoints: set with replicationFactor 1; only a replicated cluster uses etcd (dedupd refuses etcd endpoints without replication). Set replicationFactor above 1, or remove etcd.endpoints" -}}
