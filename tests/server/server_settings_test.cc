@@ -88,6 +88,21 @@ TEST(ServerSettingsTest, ALimitOutOfRangeIsRefusedNamingIt) {
       << "the default answer cap no longer fits in one message";
 }
 
+TEST(ServerSettingsTest, MemtableIsASkipListUnlessHashIsAskedFor) {
+  absl::StatusOr<ServerSettings> settings = Resolve("");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_FALSE(settings->store.hash_memtable);
+  settings = Resolve(R"pb(memtable: "hash")pb");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_TRUE(settings->store.hash_memtable);
+  settings = Resolve(R"pb(memtable: "skiplist")pb");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_FALSE(settings->store.hash_memtable);
+  settings = Resolve(R"pb(memtable: "vector")pb");
+  EXPECT_EQ(settings.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(settings.status().message(), HasSubstr("memtable: must be \"skiplist\" or \"hash\""));
+}
+
 TEST(ServerSettingsTest, ClockStepRuleIsReadFromTheConfigWithinItsBounds) {
   absl::StatusOr<ServerSettings> defaults = Resolve("");
   ASSERT_TRUE(defaults.ok()) << defaults.status();
