@@ -92,11 +92,26 @@ void Store::SyncLoop() {
   }
 }
 
+namespace {
+
+// The key of a record in its family: the storage key itself where the shard
+// has the family to itself, without a copy on the claim path; else the
+// shard's prefix and the storage key, made in `*scratch`.
+const std::string& FamilyKey(const DataDir& dir, uint32_t shard, const std::string& storage_key,
+                             std::string* scratch) {
+  if (dir.shard_prefix(shard).empty()) return storage_key;
+  *scratch = dir.RecordKey(shard, storage_key);
+  return *scratch;
+}
+
+}  // namespace
+
 absl::StatusOr<std::optional<Record>> Store::Read(uint32_t shard, const std::string& storage_key,
                                                   const Operation& op) const {
   rocksdb::PinnableSlice value;
+  std::string scratch;
   rocksdb::Status s = dir_->db()->Get(rocksdb::ReadOptions(), dir_->shard(shard),
-                                      dir_->RecordKey(shard, storage_key), &value);
+                                      FamilyKey(*dir_, shard, storage_key, &scratch), &value);
   if (s.IsNotFound()) return std::optional<Record>();
   if (s.IsCorruption()) ++corrupt_records_;
   if (!s.ok()) return FromRocks(s, "cannot read record");
@@ -185,7 +200,9 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
       if (replicator != nullptr) {
         shard_batches[shard].Put(storage_key, EncodeRecord(t->stored));
       } else {
-        batch.Put(dir_->shard(shard), dir_->RecordKey(shard, storage_key), EncodeRecord(t->stored));
+        std::string scratch;
+        batch.Put(dir_->shard(shard), FamilyKey(*dir_, shard, storage_key, &scratch),
+                  EncodeRecord(t->stored));
       }
       pending[storage_key] = std::move(t->stored);
     }

@@ -100,13 +100,19 @@ std::vector<std::string> ScanAll(const Store& store, size_t page_size) {
   return KeysOf(records);
 }
 
+// Options of a new data directory of `shards` shards in `dir`.
+StoreOptions NewDirectory(const test::TempDir& dir, const Clock* clock, uint32_t shards) {
+  StoreOptions options;
+  options.path = dir.Sub("data");
+  options.clock = clock;
+  options.shards = shards;
+  return options;
+}
+
 TEST(StoreOpenTest, ManyShardsShareAFewFamiliesEachShardItsOwnRange) {
   test::TempDir dir;
   ManualClock clock(kStartMs);
-  StoreOptions options;
-  options.path = dir.Sub("data");
-  options.clock = &clock;
-  options.shards = 1024;
+  StoreOptions options = NewDirectory(dir, &clock, 1024);
   std::vector<std::string> keys;
   std::vector<uint64_t> tokens;
   {
@@ -140,10 +146,7 @@ TEST(StoreOpenTest, ManyShardsShareAFewFamiliesEachShardItsOwnRange) {
 TEST(StoreOpenTest, ADirectoryWithAFamilyPerShardKeepsItsLayout) {
   test::TempDir dir;
   ManualClock clock(kStartMs);
-  StoreOptions options;
-  options.path = dir.Sub("data");
-  options.clock = &clock;
-  options.shards = 32;
+  StoreOptions options = NewDirectory(dir, &clock, 32);
   options.shard_families = 32;  // As every directory was made before families were shared.
   {
     absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
