@@ -204,9 +204,55 @@ rv1::Replication::Stub* Replicator::PeerStub(uint32_t node) {
   return raw;
 }
 
+absl::Status Replicator::CheckShardCount(const std::vector<EtcdKeyValue>& placed) {
+  const uint32_t own = static_cast<uint32_t>(shards_.size());
+  const std::string key = Key("shard-count");
+  auto refuse = [&](uint32_t cluster, absl::string_view source) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this node's data directory has ", own, " shards but the cluster has ", cluster, " (",
+        source,
+        "): every node of a cluster must have the same shard count, or keys would be "
+        "routed to different shards. Start this node on a new data directory with --shards=",
+        cluster));
+  };
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    absl::StatusOr<std::optional<EtcdKeyValue>> recorded = etcd_->Get(key);
+    if (!recorded.ok()) return recorded.status();
+    if (recorded->has_value()) {
+      uint32_t cluster;
+      if (!absl::SimpleAtoi((*recorded)->value, &cluster)) {
+        return absl::DataLossError(absl::StrCat("the etcd key ", key, " is not a shard count: '",
+                                                (*recorded)->value, "'"));
+      }
+      if (cluster != own) return refuse(cluster, absl::StrCat("etcd's ", key));
+      return absl::OkStatus();
+    }
+    // A cluster created before the count was recorded: its placement,
+    // which its first node wrote for every shard it had, tells the count.
+    uint32_t highest = 0;
+    for (const EtcdKeyValue& kv : placed) {
+      uint32_t s;
+      if (absl::SimpleAtoi(kv.key.substr(kv.key.rfind('/') + 1), &s)) {
+        highest = std::max(highest, s + 1);
+      }
+    }
+    if (!placed.empty() && highest != own) {
+      return refuse(highest, "etcd holds the placement of that many");
+    }
+    absl::StatusOr<bool> put =
+        etcd_->Txn({{key, 0, std::nullopt}}, {{key, absl::StrCat(own), 0, false}});
+    if (!put.ok()) return put.status();
+    if (*put) return absl::OkStatus();
+    // Another node recorded its count first: compare with that one.
+  }
+  return absl::UnavailableError(absl::StrCat("cannot record the shard count in etcd's ", key));
+}
+
 absl::Status Replicator::InitializePlacement() {
   absl::StatusOr<std::vector<EtcdKeyValue>> placed = etcd_->GetPrefix(Key("placement/"));
   if (!placed.ok()) return placed.status();
+  absl::Status count = CheckShardCount(*placed);
+  if (!count.ok()) return count;
   std::vector<bool> has(shards_.size(), false);
   for (const EtcdKeyValue& kv : *placed) {
     uint32_t s;

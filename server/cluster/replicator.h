@@ -20,7 +20,8 @@
 //   placement/<s>  "voters=a,b,c learners=d": who holds the shard;
 //   moves/<s>    "from=a to=d state=adding|promoted": a move under way,
 //                driven by the shard's leader (docs/elastic.md §3);
-//   draining/<i> node i is being emptied: no move targets it.
+//   draining/<i> node i is being emptied: no move targets it;
+//   shard-count  the cluster's shard count, which every node must have.
 // Every change of placement/<s> is an etcd transaction on its revision.
 // A shard whose leader/<s> key is gone (its lease ended) is taken over by a
 // replica that gathers promises for epoch+1 from a majority, adopts the
@@ -289,6 +290,11 @@ class Replicator : public storage::ShardReplicator {
   std::string Address(uint32_t node);
 
   absl::Status Join();
+  // Records this node's shard count in etcd (shard-count) if the cluster
+  // has none yet, and refuses a count other than the cluster's: the
+  // recorded one, or for a cluster from before it was recorded, the one
+  // its placement keys (`placed`) cover.
+  absl::Status CheckShardCount(const std::vector<EtcdKeyValue>& placed);
   // Writes the initial placement of every shard that has none.
   absl::Status InitializePlacement();
   // Takes the placement etcd holds for the shard: starts or stops holding

@@ -9,6 +9,7 @@
 // settled (no move or learner left, three live voters per shard, each
 // shard led by one of them) and, after add-node, remove-node and rebalance,
 // balanced: every node that keeps shards votes for within one of the mean.
+// A node with another shard count than the cluster's is refused.
 #include <signal.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include "dedup/client/client.h"
 #include "dedup/client/clock.h"
 #include "gtest/gtest.h"
+#include "server/cluster/etcd_client.h"
 #include "storage/key_codec.h"
 #include "tests/blackbox/dedupctl_process.h"
 #include "tests/blackbox/field_load.h"
@@ -42,6 +44,8 @@ namespace dedup::blackbox {
 namespace {
 
 constexpr uint32_t kShards = 16;
+// More shards than a data directory's 16 column families: shards share them.
+constexpr uint32_t kSharedFamilyShards = 32;
 constexpr uint32_t kReplicationFactor = 3;
 // What one `dedupctl cluster` command may take (its --wait) and how long
 // the test waits for it to end; both well inside the test's own timeout.
@@ -196,15 +200,16 @@ std::vector<int> Range(int from, int to) {
 
 class ElasticTest : public FieldExperimentTest {
  protected:
-  // `nodes` addresses, the first `initial_nodes` started (0: all), 16
-  // shards on 3 replicas. Buffered durability: a SIGKILL leaves the page
-  // cache, so it loses nothing a process crash could take, and five nodes
-  // sharing one disk would otherwise spend every call on flushes.
-  static ReplicatedClusterOptions Options(int nodes, int initial_nodes) {
+  // `nodes` addresses, the first `initial_nodes` started (0: all),
+  // `shards` shards on 3 replicas. Buffered durability: a SIGKILL leaves
+  // the page cache, so it loses nothing a process crash could take, and
+  // five nodes sharing one disk would otherwise spend every call on
+  // flushes.
+  static ReplicatedClusterOptions Options(int nodes, int initial_nodes, uint32_t shards = kShards) {
     ReplicatedClusterOptions options;
     options.nodes = nodes;
     options.initial_nodes = initial_nodes;
-    options.shards = kShards;
+    options.shards = shards;
     options.replication_factor = kReplicationFactor;
     options.durability = "buffered";
     options.cluster_name = "elastic-test";
@@ -524,9 +529,12 @@ INSTANTIATE_TEST_SUITE_P(Crash, ElasticCrashTest,
 // cluster grows from three nodes to five and rebalances are answered as
 // before afterwards, through a fresh client that knows only the two new
 // nodes: a claim of a completed key answers COMPLETED with its token and
-// result, a claim of a held key IN_PROGRESS by its holder.
+// result, a claim of a held key IN_PROGRESS by its holder. With 32
+// shards every data directory keeps two shards in each column family
+// (storage/data_dir.h), so a move copies, restores and drops one shard's
+// key range while the other shard of its family stays.
 TEST_F(ElasticTest, SameKeysAfterMovesAnswerAsBefore) {
-  ASSERT_NO_FATAL_FAILURE(StartCluster(Options(5, 3), /*client_nodes=*/3));
+  ASSERT_NO_FATAL_FAILURE(StartCluster(Options(5, 3, kSharedFamilyShards), /*client_nodes=*/3));
   const absl::Status replicated = cluster_->WaitForFullReplication(kCatchUp);
   ASSERT_TRUE(replicated.ok()) << replicated;
   std::vector<std::string> problems;
@@ -550,7 +558,7 @@ TEST_F(ElasticTest, SameKeysAfterMovesAnswerAsBefore) {
   for (const v1::ShardLeader& shard : placement.leaders()) {
     moved += VotesFor(shard, 3) || VotesFor(shard, 4) ? 1 : 0;
   }
-  std::cout << moved << " of " << kShards << " shards have moved onto node 3 or 4\n";
+  std::cout << moved << " of " << cluster_->shards() << " shards have moved onto node 3 or 4\n";
 
   client::ClientOptions fresh_options;
   fresh_options.endpoint = absl::StrCat(Address(3), ",", Address(4));
@@ -561,6 +569,51 @@ TEST_F(ElasticTest, SameKeysAfterMovesAnswerAsBefore) {
   EXPECT_TRUE(changed.empty()) << changed.size() << " of " << stored.size()
                                << " keys not answered as stored:\n"
                                << FirstLines(changed);
+}
+
+// A node whose data directory has another shard count than the cluster
+// would route keys to other shards than its peers do: it is refused before
+// it joins, with the count the cluster has, and the cluster serves on.
+TEST_F(ElasticTest, ANodeWithAnotherShardCountIsRefused) {
+  ReplicatedClusterOptions options = Options(4, 3);
+  options.node_flags[3] = {"--shards=32"};
+  ASSERT_NO_FATAL_FAILURE(StartCluster(options, /*client_nodes=*/3));
+  const absl::Status started = cluster_->StartNode(3);
+  ASSERT_FALSE(started.ok()) << "a node with 32 shards joined a cluster of 16";
+  EXPECT_NE(started.message().find("has 32 shards but the cluster has 16"), std::string::npos)
+      << started;
+  EXPECT_NE(started.message().find("--shards=16"), std::string::npos) << started;
+
+  // A cluster from before the count was recorded in etcd: the placement
+  // keys of its 16 shards tell the count, and a node of 16 records it.
+  server::cluster::EtcdOptions etcd_options;
+  etcd_options.endpoints = {cluster_->etcd().endpoint()};
+  auto etcd = server::cluster::EtcdClient::Connect(etcd_options);
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  const std::string count_key = "/dedup/elastic-test/shard-count";
+  const absl::StatusOr<std::optional<server::cluster::EtcdKeyValue>> recorded =
+      (*etcd)->Get(count_key);
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  ASSERT_TRUE(recorded->has_value()) << "the cluster's shard count is not in etcd";
+  EXPECT_EQ((*recorded)->value, "16");
+  ASSERT_TRUE((*etcd)->Delete(count_key).ok());
+  const absl::Status unrecorded = cluster_->StartNode(3);
+  ASSERT_FALSE(unrecorded.ok()) << "a node with 32 shards joined a cluster placing 16";
+  EXPECT_NE(unrecorded.message().find("has 32 shards but the cluster has 16 (etcd holds the "
+                                      "placement of that many)"),
+            std::string::npos)
+      << unrecorded;
+  const absl::Status restarted = cluster_->RestartNode(0);
+  ASSERT_TRUE(restarted.ok()) << restarted;
+  const absl::StatusOr<std::optional<server::cluster::EtcdKeyValue>> again =
+      (*etcd)->Get(count_key);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE(again->has_value()) << "a restarted node of the cluster did not record its count";
+  EXPECT_EQ((*again)->value, "16");
+
+  const absl::StatusOr<std::vector<Leadership>> led =
+      cluster_->WaitForAllShardsLed(absl::Seconds(10));
+  EXPECT_TRUE(led.ok()) << led.status();
 }
 
 }  // namespace

@@ -107,6 +107,9 @@ std::vector<std::string> ReplicatedCluster::FlagsOf(int node) const {
                                "--leader_lease=" + absl::FormatDuration(options_.leader_lease)});
   }
   flags.insert(flags.end(), options_.extra_flags.begin(), options_.extra_flags.end());
+  if (auto own = options_.node_flags.find(node); own != options_.node_flags.end()) {
+    flags.insert(flags.end(), own->second.begin(), own->second.end());
+  }
   return flags;
 }
 

@@ -15,6 +15,7 @@
 // were; it registers in etcd, and the others learn its address there.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,8 @@ struct ReplicatedClusterOptions {
   std::string cluster_name = "replication-test";
   // Added to every node's command line, after the harness's own flags.
   std::vector<std::string> extra_flags;
+  // Added to one node's command line after those: node -> flags.
+  std::map<int, std::vector<std::string>> node_flags;
 };
 
 // Not thread-safe, except where a method says so: drive the nodes from the
