@@ -44,6 +44,11 @@ void ApplyTransportLimits(const ServerLimits& limits, grpc::ServerBuilder* build
   }
 }
 
+// Where the cluster's keys live in etcd (cluster/replicator.h).
+std::string EtcdPrefix(const ServerSettings& settings) {
+  return absl::StrCat("/dedup/", settings.cluster_name, "/");
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSettings& settings,
@@ -54,6 +59,26 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
   server->auth_ = std::move(*auth);
   storage::StoreOptions store_options = settings.store;
   if (clock != nullptr) store_options.clock = clock;
+  const bool replicated = settings.replication_factor > 1;
+  if (replicated) {
+    cluster::EtcdOptions etcd_options;
+    etcd_options.endpoints = settings.etcd_endpoints;
+    absl::StatusOr<std::unique_ptr<cluster::EtcdClient>> etcd =
+        cluster::EtcdClient::Connect(etcd_options);
+    if (!etcd.ok()) return etcd.status();
+    server->etcd_ = std::move(*etcd);
+    // A new data directory takes the cluster's shard count, so that a node
+    // added later needs no --shards; an existing one keeps its own, and
+    // the replicator refuses it if that is not the cluster's.
+    absl::StatusOr<uint32_t> cluster_shards =
+        cluster::ShardsForNewDirectory(server->etcd_.get(), EtcdPrefix(settings));
+    if (!cluster_shards.ok()) {
+      return absl::Status(cluster_shards.status().code(),
+                          absl::StrCat("cannot read the cluster's shard count from etcd: ",
+                                       cluster_shards.status().message()));
+    }
+    store_options.new_shards = *cluster_shards;
+  }
   absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::Store::Open(store_options);
   if (!store.ok()) return store.status();
   server->store_ = std::move(*store);
@@ -65,7 +90,6 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
       std::make_unique<WorkerPool>(settings.limits.scan_workers, settings.limits.max_queued_tasks);
   auto shards = std::make_shared<const ShardMap>(server->store_->shard_count(),
                                                  settings.cluster_nodes, settings.node_index);
-  const bool replicated = settings.replication_factor > 1;
   if (replicated) {
     absl::Status joined = server->JoinReplicatedCluster(settings);
     if (!joined.ok()) {
@@ -139,12 +163,6 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
 }
 
 absl::Status DedupServer::JoinReplicatedCluster(const ServerSettings& settings) {
-  cluster::EtcdOptions etcd_options;
-  etcd_options.endpoints = settings.etcd_endpoints;
-  absl::StatusOr<std::unique_ptr<cluster::EtcdClient>> etcd =
-      cluster::EtcdClient::Connect(etcd_options);
-  if (!etcd.ok()) return etcd.status();
-  etcd_ = std::move(*etcd);
   absl::StatusOr<std::unique_ptr<storage::ReplicationLog>> log = store_->OpenReplicationLog();
   if (!log.ok()) return log.status();
   replication_log_ = std::move(*log);
@@ -152,7 +170,7 @@ absl::Status DedupServer::JoinReplicatedCluster(const ServerSettings& settings) 
   options.nodes = settings.cluster_nodes;
   options.self = settings.node_index;
   options.replication_factor = settings.replication_factor;
-  options.etcd_prefix = absl::StrCat("/dedup/", settings.cluster_name, "/");
+  options.etcd_prefix = EtcdPrefix(settings);
   options.lease_ttl = absl::Milliseconds(settings.leader_lease_ms);
   options.move_bytes_per_second = settings.move_bytes_per_second;
   options.peer_message_bytes =

@@ -33,7 +33,8 @@ ABSL_FLAG(std::string, data_dir, "",
           "Data directory, created if missing [config: data_dir; default ./dedupd-data].");
 ABSL_FLAG(uint32_t, shards, 0,
           "Shards of a new data directory; an existing one keeps its count and a "
-          "different value is refused [config: shards; default 16].");
+          "different value is refused [config: shards; default 16, or in a replicated "
+          "cluster the cluster's count: 1024 for a new cluster].");
 ABSL_FLAG(std::string, durability, "",
           "fsync (reply after the WAL is synced) or buffered (WAL synced in the "
           "background) [config: durability; default fsync].");
@@ -115,7 +116,8 @@ Flags (each overrides the config field in brackets):
                         slow /metrics clients cannot delay them, or off
                         [probe_listen; default off]
   --shards=N            shards of a new data directory; an existing one keeps its
-                        count and another value is refused [shards; default 16]
+                        count and another value is refused [shards; default 16;
+                        replicated: the cluster's count, 1024 for a new cluster]
   --durability=MODE     fsync: reply after the WAL is synced; buffered: WAL synced
                         in the background [durability; default fsync]
   --strict              undeclared namespaces get NOT_FOUND [strict_namespaces]

@@ -458,7 +458,9 @@ std::string DescribeSettings(const ServerSettings& s) {
       " auth=",
       s.auth.enabled() ? absl::StrCat(s.auth.grants.size(), "-grants") : std::string("off"),
       " data_dir=", s.store.path, " shards=",
-      s.store.shards == 0 ? std::string("existing-or-16") : absl::StrCat(s.store.shards),
+      s.store.shards != 0        ? absl::StrCat(s.store.shards)
+      : s.replication_factor > 1 ? std::string("existing-or-cluster's")
+                                 : std::string("existing-or-16"),
       " durability=", s.store.durability == storage::Durability::kFsync ? "fsync" : "buffered",
       " strict=", s.policies->strict() ? "true" : "false", " cluster=", s.store.identity,
       s.replication_factor > 1 ? absl::StrCat(" replication_factor=", s.replication_factor,

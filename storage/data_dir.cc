@@ -187,7 +187,9 @@ absl::Status DataDir::OpenDb(CompactionDrops* drops) {
     db_options.env = options_.env_for_testing->env.get();
   }
 
-  const uint32_t shards = options_.shards == 0 ? kDefaultShards : options_.shards;
+  const uint32_t shards = options_.shards != 0       ? options_.shards
+                          : options_.new_shards != 0 ? options_.new_shards
+                                                     : kDefaultShards;
   uint32_t families =
       std::min(options_.shard_families == 0 ? kShardFamilies : options_.shard_families, shards);
   bool grouped = families < shards;

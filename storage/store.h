@@ -41,10 +41,13 @@ enum class Durability {
 
 struct StoreOptions {
   std::string path;
-  // Shards of a new data directory. 0: the existing count, or kDefaultShards
-  // for a new one. A non-zero value that differs from an existing data
-  // directory's count is refused.
+  // Shards of a new data directory. 0: the existing count, or
+  // `new_shards` for a new one. A non-zero value that differs from an
+  // existing data directory's count is refused.
   uint32_t shards = 0;
+  // Shards of a new data directory when `shards` is 0; 0: kDefaultShards.
+  // An existing directory keeps its count whatever this says.
+  uint32_t new_shards = 0;
   // Column families the shards of a new data directory are spread over.
   // 0: one family per shard up to kShardFamilies shards, and kShardFamilies
   // families for more, since every family costs memory and open time

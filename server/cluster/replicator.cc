@@ -204,9 +204,33 @@ rv1::Replication::Stub* Replicator::PeerStub(uint32_t node) {
   return raw;
 }
 
+namespace {
+
+constexpr char kShardCountKey[] = "shard-count";
+
+// The value of the shard-count key.
+absl::StatusOr<uint32_t> ParseShardCount(const EtcdKeyValue& kv) {
+  uint32_t count;
+  if (!absl::SimpleAtoi(kv.value, &count) || count < 1 || count > storage::kMaxShards) {
+    return absl::DataLossError(
+        absl::StrCat("the etcd key ", kv.key, " is not a shard count: '", kv.value, "'"));
+  }
+  return count;
+}
+
+}  // namespace
+
+absl::StatusOr<uint32_t> ShardsForNewDirectory(EtcdClient* etcd, absl::string_view etcd_prefix) {
+  absl::StatusOr<std::optional<EtcdKeyValue>> recorded =
+      etcd->Get(absl::StrCat(etcd_prefix, kShardCountKey));
+  if (!recorded.ok()) return recorded.status();
+  if (!recorded->has_value()) return kNewClusterShards;
+  return ParseShardCount(**recorded);
+}
+
 absl::Status Replicator::CheckShardCount(const std::vector<EtcdKeyValue>& placed) {
   const uint32_t own = static_cast<uint32_t>(shards_.size());
-  const std::string key = Key("shard-count");
+  const std::string key = Key(kShardCountKey);
   auto refuse = [&](uint32_t cluster, absl::string_view source) {
     return absl::FailedPreconditionError(absl::StrCat(
         "this node's data directory has ", own, " shards but the cluster has ", cluster, " (",
@@ -219,12 +243,9 @@ absl::Status Replicator::CheckShardCount(const std::vector<EtcdKeyValue>& placed
     absl::StatusOr<std::optional<EtcdKeyValue>> recorded = etcd_->Get(key);
     if (!recorded.ok()) return recorded.status();
     if (recorded->has_value()) {
-      uint32_t cluster;
-      if (!absl::SimpleAtoi((*recorded)->value, &cluster)) {
-        return absl::DataLossError(absl::StrCat("the etcd key ", key, " is not a shard count: '",
-                                                (*recorded)->value, "'"));
-      }
-      if (cluster != own) return refuse(cluster, absl::StrCat("etcd's ", key));
+      absl::StatusOr<uint32_t> cluster = ParseShardCount(**recorded);
+      if (!cluster.ok()) return cluster.status();
+      if (*cluster != own) return refuse(*cluster, absl::StrCat("etcd's ", key));
       return absl::OkStatus();
     }
     // A cluster created before the count was recorded: its placement,

@@ -65,6 +65,16 @@
 
 namespace dedup::server::cluster {
 
+// The shard count of a new replicated cluster's data directories when none
+// is asked for: room for hundreds of nodes at a few MiB per node
+// (docs/elastic.md §1). A single node keeps storage::kDefaultShards.
+inline constexpr uint32_t kNewClusterShards = 1024;
+
+// The shard count a new data directory of the cluster under `etcd_prefix`
+// should have: the one the cluster recorded in etcd (shard-count), or
+// kNewClusterShards while it has none.
+absl::StatusOr<uint32_t> ShardsForNewDirectory(EtcdClient* etcd, absl::string_view etcd_prefix);
+
 struct ReplicatorOptions {
   // Addresses of every node, as peers and clients reach them.
   std::vector<std::string> nodes;

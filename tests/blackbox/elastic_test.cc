@@ -616,5 +616,31 @@ TEST_F(ElasticTest, ANodeWithAnotherShardCountIsRefused) {
   EXPECT_TRUE(led.ok()) << led.status();
 }
 
+// Nodes started without --shards: those that create a cluster record 1,024
+// shards in etcd, room for hundreds of nodes (docs/elastic.md §1), and a
+// node added later takes the cluster's count, here one created with 32.
+TEST_F(ElasticTest, NodesWithoutAShardCountTakeTheClusters) {
+  ReplicatedClusterOptions fresh = Options(2, 0, /*shards=*/0);
+  fresh.replication_factor = 2;
+  auto created = ReplicatedCluster::Start(dir_.path(), fresh);
+  ASSERT_TRUE(created.ok()) << created.status();
+  TopologyAnswers answers = (*created)->AskTopology(absl::Seconds(2));
+  for (int node : {0, 1}) {
+    ASSERT_TRUE(answers[node].has_value()) << (*created)->OutputTails();
+    EXPECT_EQ(answers[node]->shard_count(), 1024u) << "node " << node;
+  }
+  created->reset();
+
+  ReplicatedClusterOptions grown = Options(4, 3, /*shards=*/0);
+  for (int node : {0, 1, 2}) grown.node_flags[node] = {"--shards=32"};
+  auto cluster = ReplicatedCluster::Start(dir_.Sub("grown"), grown);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const absl::Status started = (*cluster)->StartNode(3);
+  ASSERT_TRUE(started.ok()) << started;
+  answers = (*cluster)->AskTopology(absl::Seconds(2));
+  ASSERT_TRUE(answers[3].has_value()) << (*cluster)->OutputTails();
+  EXPECT_EQ(answers[3]->shard_count(), 32u);
+}
+
 }  // namespace
 }  // namespace dedup::blackbox

@@ -96,10 +96,10 @@ std::vector<std::string> ReplicatedCluster::FlagsOf(int node) const {
       "--listen=" + addresses_[node],
       "--metrics_listen=off",
       "--data_dir=" + DataDir(node),
-      absl::StrCat("--shards=", options_.shards),
       "--durability=" + options_.durability,
       "--cluster_nodes=" + Endpoints(std::max(initial_nodes(), node + 1)),
       absl::StrCat("--node_index=", node)};
+  if (options_.shards > 0) flags.push_back(absl::StrCat("--shards=", options_.shards));
   if (options_.replication_factor > 0) {
     flags.insert(flags.end(), {absl::StrCat("--replication_factor=", options_.replication_factor),
                                "--etcd_endpoints=" + etcd_->endpoint(),

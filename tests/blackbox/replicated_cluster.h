@@ -38,6 +38,9 @@ struct ReplicatedClusterOptions {
   // etcd first records; 0: all of them. Node i is given --cluster_nodes of
   // the first max(initial_nodes, i + 1) addresses.
   int initial_nodes = 0;
+  // --shards; 0: none, so each node takes dedupd's default (or a flag of
+  // node_flags). The harness then knows no count, and its waits for
+  // leaders and replication do not apply.
   uint32_t shards = 4;
   // Copies of each shard (--replication_factor). 0 starts the nodes as a
   // statically sharded cluster, without replication or etcd flags: what a
