@@ -72,6 +72,13 @@ grpc::Status DedupService::Submit(std::function<void()> task) {
   return SubmitTo(pool_, std::move(task));
 }
 
+void DedupService::FinishAfterSync(grpc::Status status,
+                                   std::function<void(const grpc::Status&)> finish) {
+  store_->AfterSync([status = std::move(status), finish = std::move(finish)](absl::Status synced) {
+    finish(synced.ok() ? status : ToGrpcStatus(synced));
+  });
+}
+
 grpc::Status DedupService::SubmitScan(std::function<void()> task) {
   return SubmitTo(scan_pool_, std::move(task));
 }
@@ -221,7 +228,7 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
     absl::StatusOr<storage::OpResult> result = store_->Apply(op);
     NoteResult(op, result);
     if (result.ok()) fill(*result, response);
-    finish(ToGrpcStatus(result.status()));
+    FinishAfterSync(ToGrpcStatus(result.status()), finish);
   });
   if (!queued.ok()) finish(queued);
   return reactor;
@@ -282,7 +289,8 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
           return;
         }
         const std::string ns = ExecuteBatch(*request, caller, response);
-        finish(ns, grpc::Status::OK);
+        FinishAfterSync(grpc::Status::OK,
+                        [finish, ns](const grpc::Status& status) { finish(ns, status); });
       });
   if (!queued.ok()) finish("", queued);
   return reactor;

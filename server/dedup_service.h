@@ -103,6 +103,11 @@ class DedupService final : public v1::Dedup::CallbackService {
   // for SubmitScan); on refusal, the status to answer.
   grpc::Status Submit(std::function<void()> task);
   grpc::Status SubmitScan(std::function<void()> task);
+  // Calls `finish` with `status` once the store has synced everything the
+  // call's storage work wrote or read (storage::Store::AfterSync): at once
+  // unless the store syncs in groups, else from its sync thread. A failed
+  // sync replaces `status` with UNAVAILABLE.
+  void FinishAfterSync(grpc::Status status, std::function<void(const grpc::Status&)> finish);
 
   // Counts a Stream call in, or refuses it when limits().max_open_streams
   // are open; StreamClosed counts one out.

@@ -330,26 +330,29 @@ absl::Status ResolveCluster(const v1::ClusterConfig& cluster, ServerSettings* se
 }
 
 // Needs durability and replication resolved: inline execution is allowed
-// only where storage never waits for a disk sync or a follower.
+// only where storage never waits for a follower. With fsync it makes the
+// store's writes unsynced and answers each call once the store's group
+// sync covers it (StoreOptions::group_sync), so no gRPC thread waits on a
+// disk.
 absl::Status ResolveExecution(const std::string& execution, ServerSettings* settings) {
-  const bool waits =
-      settings->store.durability == storage::Durability::kFsync || settings->replication_factor > 1;
+  const bool replicated = settings->replication_factor > 1;
+  const bool fsync = settings->store.durability == storage::Durability::kFsync;
   if (execution.empty() || execution == "auto") {
-    settings->execution = waits ? Execution::kWorkers : Execution::kInline;
+    settings->execution = replicated ? Execution::kWorkers : Execution::kInline;
   } else if (execution == "workers") {
     settings->execution = Execution::kWorkers;
   } else if (execution == "inline") {
-    if (waits) {
+    if (replicated) {
       return absl::InvalidArgumentError(
-          "execution: \"inline\" needs durability \"buffered\" and no replication: with fsync "
-          "or followers to wait for, gRPC's threads would sleep in storage calls; use "
-          "\"workers\" or \"auto\"");
+          "execution: \"inline\" needs a node without replication: with followers to wait "
+          "for, gRPC's threads would sleep in storage calls; use \"workers\" or \"auto\"");
     }
     settings->execution = Execution::kInline;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "execution: must be \"auto\", \"workers\" or \"inline\", got \"", execution, "\""));
   }
+  settings->store.group_sync = fsync && settings->execution == Execution::kInline;
   return absl::OkStatus();
 }
 

@@ -71,8 +71,18 @@ void StreamReactor::OnReadDone(bool ok) {
   const grpc::Status queued = service_->Submit([this, start, request = std::move(request)] {
     v1::BatchResponse response;
     const std::string ns = service_->ExecuteBatch(request, caller_, &response);
-    service_->RecordRequest(Method::kStream, ns, start, grpc::Status::OK);
-    Answer(std::move(response));
+    // The answer leaves only once what it says is synced; the batch stays
+    // in flight meanwhile, which keeps the call open.
+    service_->store()->AfterSync(
+        [this, start, ns, response = std::move(response)](absl::Status synced) mutable {
+          const grpc::Status status = synced.ok() ? grpc::Status::OK : ToGrpcStatus(synced);
+          service_->RecordRequest(Method::kStream, ns, start, status);
+          if (status.ok()) {
+            Answer(std::move(response));
+          } else {
+            Fail(status);
+          }
+        });
   });
   if (!queued.ok()) {
     // The batches already running are still answered before the status.
@@ -119,6 +129,22 @@ void StreamReactor::Answer(v1::BatchResponse response) {
   if (to_write != nullptr) StartWrite(to_write);
   if (resume_reading) StartRead(&request_);
   if (finish) Finish(status);
+}
+
+void StreamReactor::Fail(const grpc::Status& status) {
+  bool finish = false;
+  grpc::Status final_status;
+  {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    reads_done_ = true;
+    if (final_status_.ok()) final_status_ = status;
+    finish = TakeFinish();
+    final_status = final_status_;
+  }
+  // As in Answer: the reactor may be gone once the lock is released,
+  // unless this thread took the finish.
+  if (finish) Finish(final_status);
 }
 
 void StreamReactor::OnWriteDone(bool ok) {

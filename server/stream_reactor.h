@@ -46,6 +46,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
   // Called from a worker, or inline from OnReadDone, when a batch's answer
   // is ready.
   void Answer(v1::BatchResponse response);
+  // Instead of Answer, for a batch whose answer must not be sent: ends the
+  // call with `status` once what is already answered is written.
+  void Fail(const grpc::Status& status);
   // Whether the call is due to finish: reads are over and nothing runs or
   // waits to be written. The first caller that sees it due gets true (and
   // must call Finish(final_status_ as read here) after unlocking); every

@@ -45,6 +45,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   store->dir_ = std::move(*dir);
   if (options.durability == Durability::kBuffered) {
     store->sync_thread_ = std::thread([s = store.get()] { s->SyncLoop(); });
+  } else if (options.group_sync) {
+    store->sync_thread_ = std::thread([s = store.get()] { s->GroupSyncLoop(); });
   }
   return store;
 }
@@ -90,6 +92,57 @@ void Store::SyncLoop() {
     sync_failed_ = true;
     return;
   }
+}
+
+void Store::AfterSync(std::function<void(absl::Status)> done) {
+  if (options_.durability != Durability::kFsync || !options_.group_sync) {
+    done(absl::OkStatus());
+    return;
+  }
+  {
+    absl::MutexLock lock(&sync_mu_);
+    if (!stopping_) {
+      sync_waiters_.push_back(std::move(done));
+      return;
+    }
+  }
+  done(absl::UnavailableError("the store is closing"));
+}
+
+void Store::GroupSyncLoop() {
+  while (true) {
+    std::vector<std::function<void(absl::Status)>> waiting;
+    {
+      absl::MutexLock lock(&sync_mu_);
+      sync_mu_.Await(absl::Condition(
+          +[](Store* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->sync_mu_) {
+            return s->stopping_ || !s->sync_waiters_.empty();
+          },
+          this));
+      if (sync_waiters_.empty()) return;  // Stopping, and nobody waits.
+      waiting.swap(sync_waiters_);
+    }
+    // Every waiter's writes returned before it was queued, so they are in
+    // the WAL this sync covers. Writes that come meanwhile wait for the next.
+    const absl::Status synced = SyncForGroup();
+    for (auto& done : waiting) done(synced);
+  }
+}
+
+absl::Status Store::SyncForGroup() {
+  absl::Status status = BackgroundError();
+  if (!status.ok()) return absl::UnavailableError(status.message());
+  if (options_.env_for_testing != nullptr && options_.env_for_testing->unsynced_fsync) {
+    return absl::OkStatus();
+  }
+  absl::Status synced = FromRocks(dir_->db()->SyncWAL(), "WAL sync failed");
+  if (synced.ok()) return synced;
+  // Fail closed, as after a failed background sync.
+  absl::MutexLock lock(&sync_mu_);
+  sync_error_ =
+      absl::UnavailableError(absl::StrCat(synced.message(), "; writes are refused until restart"));
+  sync_failed_ = true;
+  return sync_error_;
 }
 
 namespace {
@@ -245,7 +298,7 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
   } else if (batch.Count() > 0) {
     rocksdb::WriteOptions write_options;
     write_options.sync =
-        options_.durability == Durability::kFsync &&
+        options_.durability == Durability::kFsync && !options_.group_sync &&
         !(options_.env_for_testing != nullptr && options_.env_for_testing->unsynced_fsync);
     absl::Status written = FromRocks(dir_->db()->Write(write_options, &batch), "cannot persist");
     if (!written.ok()) {

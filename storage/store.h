@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -58,6 +59,11 @@ struct StoreOptions {
   // directory keeps the layout it was made with.
   uint32_t shard_families = 0;
   Durability durability = Durability::kFsync;
+  // With kFsync: Apply does not sync its write; a thread of the store
+  // syncs the WAL once for every AfterSync waiting (a group commit of the
+  // store's own). Nothing Apply answered, written or only read, may then be
+  // acknowledged before AfterSync's callback has run with OK.
+  bool group_sync = false;
   int64_t buffered_sync_interval_ms = 100;
   // How long after its lease ends an abandoned IN_PROGRESS or RELEASED
   // record is kept before compaction may drop it.
@@ -138,9 +144,9 @@ class Store {
   // Applies `ops` in order, each on its own, and answers each in the same
   // position. Operations on the same key see the effects of earlier ones.
   // Every change is persisted (per the durability mode) before this
-  // returns; if persisting fails, every answer is UNAVAILABLE and nothing
-  // was acknowledged. A key whose stored record cannot be read back
-  // (undecodable, or a corrupt block) answers DATA_LOSS, alone.
+  // returns, or with group_sync, once AfterSync says so; if persisting
+  // fails, every answer is UNAVAILABLE and nothing was acknowledged. A key whose stored record
+  // cannot be read back (undecodable, or a corrupt block) answers DATA_LOSS, alone.
   std::vector<absl::StatusOr<OpResult>> Apply(absl::Span<const Operation> ops);
   absl::StatusOr<OpResult> Apply(const Operation& op);
   // As above, and bounds the memory of the answers: once the records
@@ -150,6 +156,13 @@ class Store {
   // answer always fits; operations that write always answer.
   std::vector<absl::StatusOr<OpResult>> Apply(absl::Span<const Operation> ops,
                                               size_t answer_budget_bytes);
+
+  // Runs `done` once the WAL is synced through every write that any Apply
+  // returned before this call: at once without group_sync (Apply synced
+  // it already); with it, on the store's sync thread after the next sync,
+  // with that sync's status. A failed sync fails every waiter and, as a
+  // failed background sync does, every write from then on.
+  void AfterSync(std::function<void(absl::Status)> done);
 
   // Up to `max_records` (at least one) live records of `query.ns` from
   // `from` on, in shard order, after examining at most `max_examined` (at
@@ -208,6 +221,9 @@ class Store {
   absl::StatusOr<std::optional<Record>> Read(uint32_t shard, const std::string& storage_key,
                                              const Operation& op) const;
   void SyncLoop();
+  void GroupSyncLoop();
+  // One sync of the WAL for a group of waiters; fails the store on error.
+  absl::Status SyncForGroup();
 
   // Constant after Open.
   const StoreOptions options_;
@@ -231,6 +247,8 @@ class Store {
   // so a later sync that succeeds proves nothing about earlier writes.
   std::atomic<bool> sync_failed_{false};
   absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);
+  // group_sync: the callers waiting for the next sync.
+  std::vector<std::function<void(absl::Status)>> sync_waiters_ ABSL_GUARDED_BY(sync_mu_);
   std::thread sync_thread_;
 };
 

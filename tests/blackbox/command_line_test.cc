@@ -81,10 +81,14 @@ TEST_F(CommandLineTest, UnknownDurabilityInConfigExitsTwoNamingTheField) {
   EXPECT_FALSE(DataDirExists()) << "a bad config must not touch the data directory";
 }
 
-TEST_F(CommandLineTest, InlineExecutionWithFsyncExitsTwoSayingWhy) {
-  const FinishedRun run = Run({"--execution=inline", "--durability=fsync"});
+// Refused while the flags are read, before etcd is called.
+TEST_F(CommandLineTest, InlineExecutionWithReplicationExitsTwoSayingWhy) {
+  const FinishedRun run = Run({"--execution=inline", "--replication_factor=3",
+                               "--cluster_nodes=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+                               "--node_index=0", "--etcd_endpoints=127.0.0.1:1"});
   EXPECT_EQ(run.status, ExitStatus::Exited(2)) << run.output;
-  EXPECT_TRUE(absl::StrContains(run.output, "execution: \"inline\" needs durability"))
+  EXPECT_TRUE(
+      absl::StrContains(run.output, "execution: \"inline\" needs a node without replication"))
       << run.output;
   EXPECT_FALSE(DataDirExists());
 }

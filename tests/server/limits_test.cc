@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "tests/server/test_server.h"
 
@@ -128,20 +129,22 @@ TEST_F(WorkerLimitTest, ACancelledCallNeverReachesStorage) {
   EXPECT_EQ(Query(QueryOf(kNs, "order-1")).record().state(), v1::STATE_ABSENT);
 }
 
-// Buffered, single node, execution left at auto: storage work runs on the
-// gRPC thread, so a busy worker pool delays nothing.
-class InlineExecutionTest : public WorkerLimitTest {
+// Single node, execution left at auto: storage work runs on the gRPC
+// thread, so a busy worker pool delays nothing. With fsync the answers
+// come from the store's group sync (StoreOptions::group_sync), for unary
+// calls, Batch and Stream alike.
+class InlineExecutionTest : public WorkerLimitTest,
+                            public ::testing::WithParamInterface<const char*> {
  protected:
   std::string Config() const override {
-    return R"pb(
-      durability: "buffered"
+    return absl::StrCat("durability: \"", GetParam(), "\"", R"pb(
       workers: 1
       limits { max_queued_tasks: 1 }
-    )pb";
+    )pb");
   }
 };
 
-TEST_F(InlineExecutionTest, CallsAreAnsweredWhileEveryWorkerIsBusy) {
+TEST_P(InlineExecutionTest, CallsAreAnsweredWhileEveryWorkerIsBusy) {
   BlockTheWorker();
   ASSERT_EQ(server_->server().pool()->Submit([] {}), WorkerPool::Admission::kQueued);
 
@@ -164,6 +167,11 @@ TEST_F(InlineExecutionTest, CallsAreAnsweredWhileEveryWorkerIsBusy) {
   EXPECT_THAT(stream->Finish(), IsOk());
   Unblock();
 }
+
+INSTANTIATE_TEST_SUITE_P(Durability, InlineExecutionTest, ::testing::Values("buffered", "fsync"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
 
 class MessageLimitTest : public ServerTest {
  protected:

@@ -42,7 +42,7 @@ TEST(ServerSettingsTest, LimitsHaveTheirDefaults) {
   EXPECT_EQ(limits.max_connection_age_grace_ms, 30'000);
 }
 
-TEST(ServerSettingsTest, ExecutionIsInlineOnlyWhereStorageNeverWaits) {
+TEST(ServerSettingsTest, ExecutionIsInlineOnlyWhereNoFollowerIsWaitedFor) {
   constexpr char kReplicated[] = R"pb(
     durability: "buffered"
     cluster {
@@ -53,20 +53,25 @@ TEST(ServerSettingsTest, ExecutionIsInlineOnlyWhereStorageNeverWaits) {
   absl::StatusOr<ServerSettings> settings = Resolve(R"pb(durability: "buffered")pb");
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_EQ(settings->execution, Execution::kInline) << "auto, buffered single node";
+  EXPECT_FALSE(settings->store.group_sync) << "buffered syncs in the background";
   settings = Resolve(R"pb(durability: "fsync")pb");
   ASSERT_TRUE(settings.ok()) << settings.status();
-  EXPECT_EQ(settings->execution, Execution::kWorkers) << "auto: a sync would hold gRPC's thread";
+  EXPECT_EQ(settings->execution, Execution::kInline) << "auto, fsync single node";
+  EXPECT_TRUE(settings->store.group_sync) << "inline fsync answers after the store's group sync";
+  settings = Resolve(R"pb(durability: "fsync" execution: "workers")pb");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->execution, Execution::kWorkers);
+  EXPECT_FALSE(settings->store.group_sync) << "a worker syncs its own write";
   settings = Resolve(kReplicated);
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_EQ(settings->execution, Execution::kWorkers) << "auto: followers are waited for";
+  EXPECT_FALSE(settings->store.group_sync);
   settings = Resolve(R"pb(durability: "buffered" execution: "workers")pb");
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_EQ(settings->execution, Execution::kWorkers);
 
-  EXPECT_THAT(Resolve(R"pb(durability: "fsync" execution: "inline")pb").status().message(),
-              HasSubstr("execution: \"inline\" needs durability \"buffered\""));
   EXPECT_THAT(Resolve(absl::StrCat(kReplicated, R"pb(execution: "inline")pb")).status().message(),
-              HasSubstr("and no replication"));
+              HasSubstr("execution: \"inline\" needs a node without replication"));
   EXPECT_THAT(Resolve(R"pb(execution: "threads")pb").status().message(),
               HasSubstr("execution: must be \"auto\", \"workers\" or \"inline\""));
 }
