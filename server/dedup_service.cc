@@ -74,6 +74,10 @@ grpc::Status DedupService::Submit(std::function<void()> task) {
 
 void DedupService::FinishAfterSync(grpc::Status status,
                                    std::function<void(const grpc::Status&)> finish) {
+  if (!store_->SyncsInGroups()) {
+    finish(status);
+    return;
+  }
   store_->AfterSync([status = std::move(status), finish = std::move(finish)](absl::Status synced) {
     finish(synced.ok() ? status : ToGrpcStatus(synced));
   });

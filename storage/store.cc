@@ -95,7 +95,7 @@ void Store::SyncLoop() {
 }
 
 void Store::AfterSync(std::function<void(absl::Status)> done) {
-  if (options_.durability != Durability::kFsync || !options_.group_sync) {
+  if (!SyncsInGroups()) {
     done(absl::OkStatus());
     return;
   }

@@ -163,6 +163,11 @@ class Store {
   // with that sync's status. A failed sync fails every waiter and, as a
   // failed background sync does, every write from then on.
   void AfterSync(std::function<void(absl::Status)> done);
+  // Whether AfterSync waits for a sync (group_sync with kFsync), so that a
+  // caller can skip it, and its allocation, where it would not.
+  bool SyncsInGroups() const {
+    return options_.durability == Durability::kFsync && options_.group_sync;
+  }
 
   // Up to `max_records` (at least one) live records of `query.ns` from
   // `from` on, in shard order, after examining at most `max_examined` (at

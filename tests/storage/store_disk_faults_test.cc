@@ -1,5 +1,6 @@
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -28,9 +29,10 @@ class StoreDiskFaultsTest : public StoreTest {
   // The store closes before the file system it runs on goes.
   void TearDown() override { Close(); }
 
-  void OpenOnFaults(Durability durability) {
+  void OpenOnFaults(Durability durability, bool group_sync = false) {
     StoreOptions options = Options();
     options.durability = durability;
+    options.group_sync = group_sync;
     options.buffered_sync_interval_ms = 10;
     SetRocksDbEnvForTesting(&options, made_.second);
     ASSERT_NO_FATAL_FAILURE(Open(options));
@@ -84,6 +86,31 @@ TEST_F(StoreDiskFaultsTest, FailedBackgroundSyncRefusesWritesUntilRestart) {
   }
   EXPECT_EQ(store_->BackgroundError().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(store_->Apply(Claim("order-2", "worker-a")).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Do(Query("order-1")).record.token, token);
+  EXPECT_FALSE(store_->Recover().ok());
+}
+
+// Group sync (StoreOptions::group_sync): a failed sync fails every call
+// waiting for it, so none is acknowledged, and every write after it, as a
+// failed background sync does; reads keep answering.
+TEST_F(StoreDiskFaultsTest, FailedGroupSyncFailsItsWaitersAndRefusesWritesUntilRestart) {
+  ASSERT_NO_FATAL_FAILURE(OpenOnFaults(Durability::kFsync, /*group_sync=*/true));
+  auto after_sync = [this] {
+    std::promise<absl::Status> synced;
+    store_->AfterSync([&synced](absl::Status status) { synced.set_value(std::move(status)); });
+    return synced.get_future().get();
+  };
+  const uint64_t token = Acquire("order-1", "worker-a");
+  ASSERT_TRUE(after_sync().ok());
+
+  fs().FailSyncs();
+  // A write that draws no token, so that no token ceiling is synced first.
+  ASSERT_EQ(Do(Complete("order-1", token)).outcome, Outcome::kOk);
+  EXPECT_EQ(after_sync().code(), absl::StatusCode::kUnavailable)
+      << "a completion was acknowledged although its sync failed";
+  EXPECT_EQ(store_->BackgroundError().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(store_->Apply(Claim("order-3", "worker-a")).status().code(),
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(Do(Query("order-1")).record.token, token);
   EXPECT_FALSE(store_->Recover().ok());
