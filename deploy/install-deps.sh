@@ -13,7 +13,7 @@ build_packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev libgrpc-dev
   librocksdb-dev libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev nlohmann-json3-dev libssl-dev
-  libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev libjemalloc-dev
 )
 # What the test suite runs besides the build: Python clients and checks,
 # promtool for the alert rules, clang and clang-format for the house-rule
@@ -27,7 +27,7 @@ runtime_packages=(
   libabsl20220623 libc-ares2 libfmt9 libgrpc++1.51 libgrpc29 liblz4-1
   libprotobuf32 libre2-9 libsnappy1v5 libspdlog1.10 libssl3 libzstd1
   libbz2-1.0 zlib1g libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
-  ca-certificates
+  libjemalloc2 ca-certificates
 )
 
 case "${1:-}" in

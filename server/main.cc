@@ -25,6 +25,10 @@
 #include "server/server_settings.h"
 #include "spdlog/spdlog.h"
 
+#ifdef DEDUP_WITH_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
 ABSL_FLAG(std::string, config, "",
           "Configuration file in protobuf text format (see "
           "deploy/dedupd.textproto). Flags below override the fields they name.");
@@ -301,6 +305,20 @@ sigset_t BlockShutdownSignals() {
   return signals;
 }
 
+// The allocator this binary links, for the start-up line.
+std::string AllocatorName() {
+#ifdef DEDUP_WITH_JEMALLOC
+  const char* version = nullptr;
+  size_t size = sizeof(version);
+  if (mallctl("version", &version, &size, nullptr, 0) == 0 && version != nullptr) {
+    return absl::StrCat("jemalloc ", version);
+  }
+  return "jemalloc";
+#else
+  return "glibc malloc";
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -365,7 +383,8 @@ int main(int argc, char** argv) {
             {"metrics_port", (*server)->http_port()},
             {"probe_port", (*server)->probe_port()},
             {"data_dir", settings->store.path},
-            {"shards", (*server)->store()->shard_count()}});
+            {"shards", (*server)->store()->shard_count()},
+            {"allocator", AllocatorName()}});
 
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     std::ofstream out(port_file, std::ios::trunc);
