@@ -413,7 +413,11 @@ absl::Status Store::Recover() {
 }
 
 StoreStats Store::Stats(size_t sample_per_shard) const {
-  StoreStats stats = ReadStoreStats(*dir_, *drops_, dir_->time()->NowMs(), sample_per_shard);
+  StoreStats stats;
+  {
+    absl::MutexLock lock(&stats_mu_);
+    stats = ReadStoreStats(*dir_, *drops_, dir_->time()->NowMs(), sample_per_shard, &stats_sample_);
+  }
   stats.background_error = !BackgroundError().ok();
   stats.corrupt_records = corrupt_records_.load();
   stats.clock_forward_step_readings = dir_->time()->forward_step_readings();

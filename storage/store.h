@@ -242,6 +242,9 @@ class Store {
   std::atomic<ShardReplicator*> replicator_{nullptr};
 
   // Reads that met a record they could not decode or a corrupt block.
+  // The records the last Stats() sampled (ReadStoreStats).
+  mutable absl::Mutex stats_mu_;
+  mutable StatsSample stats_sample_ ABSL_GUARDED_BY(stats_mu_);
   mutable std::atomic<uint64_t> corrupt_records_{0};
 
   // Background WAL sync (buffered durability).

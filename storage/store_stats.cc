@@ -46,29 +46,57 @@ const char* StatsStateName(size_t index) {
 }
 
 StoreStats ReadStoreStats(const DataDir& dir, const CompactionDrops& drops, int64_t now_ms,
-                          size_t sample_per_shard) {
+                          size_t sample_per_shard, StatsSample* sample) {
   StoreStats stats;
+  const std::vector<rocksdb::ColumnFamilyHandle*>& families = dir.record_families();
+  StatsSample fresh;
+  StatsSample* taken = sample != nullptr ? sample : &fresh;
+  taken->families.resize(families.size());
   // Per family: where shards share one, its sample covers them together.
-  for (rocksdb::ColumnFamilyHandle* shard : dir.record_families()) {
+  for (size_t f = 0; f < families.size(); ++f) {
+    rocksdb::ColumnFamilyHandle* shard = families[f];
     stats.storage_bytes += IntProperty(dir, shard, "rocksdb.total-sst-files-size") +
                            IntProperty(dir, shard, "rocksdb.cur-size-all-mem-tables");
     stats.pending_compaction_bytes +=
         IntProperty(dir, shard, "rocksdb.estimate-pending-compaction-bytes");
     const uint64_t estimated = IntProperty(dir, shard, "rocksdb.estimate-num-keys");
-    std::array<uint64_t, kStatsStateCount> sampled = {};
-    uint64_t total = 0;
-    // The sample must not push the records being served out of the cache.
-    rocksdb::ReadOptions sample;
-    sample.fill_cache = false;
-    sample.total_order_seek = true;  // Past a hash memtable's buckets.
-    std::unique_ptr<rocksdb::Iterator> it(dir.db()->NewIterator(sample, shard));
-    for (it->SeekToFirst(); it->Valid() && total < sample_per_shard; it->Next()) {
-      Record record;
-      const bool decoded =
-          DecodeRecord(absl::string_view(it->value().data(), it->value().size()), &record);
-      ++sampled[decoded ? StatsIndex(EffectiveState(record, now_ms)) : kCorruptStatsIndex];
-      ++total;
+    StatsSample::Family& family = taken->families[f];
+    const uint64_t super_version = IntProperty(dir, shard, "rocksdb.current-super-version-number");
+    const uint64_t active_entries = IntProperty(dir, shard, "rocksdb.num-entries-active-mem-table");
+    if (!family.taken || family.limit != sample_per_shard ||
+        family.super_version != super_version || family.active_entries != active_entries) {
+      family.taken = true;
+      family.limit = sample_per_shard;
+      family.super_version = super_version;
+      family.active_entries = active_entries;
+      family.entries.clear();
+      ++stats.families_walked;
+      // The sample must not push the records being served out of the cache.
+      rocksdb::ReadOptions ordered;
+      ordered.fill_cache = false;
+      ordered.total_order_seek = true;  // Past a hash memtable's buckets.
+      std::unique_ptr<rocksdb::Iterator> it(dir.db()->NewIterator(ordered, shard));
+      for (it->SeekToFirst(); it->Valid() && family.entries.size() < sample_per_shard; it->Next()) {
+        Record record;
+        StatsSample::Entry entry;
+        entry.decoded =
+            DecodeRecord(absl::string_view(it->value().data(), it->value().size()), &record);
+        entry.state = record.state;
+        entry.lease_expires_ms = record.lease_expires_ms;
+        entry.retention_expires_ms = record.retention_expires_ms;
+        family.entries.push_back(entry);
+      }
     }
+    const std::vector<StatsSample::Entry>& entries = family.entries;
+    std::array<uint64_t, kStatsStateCount> sampled = {};
+    for (const StatsSample::Entry& entry : entries) {
+      Record record;
+      record.state = entry.state;
+      record.lease_expires_ms = entry.lease_expires_ms;
+      record.retention_expires_ms = entry.retention_expires_ms;
+      ++sampled[entry.decoded ? StatsIndex(EffectiveState(record, now_ms)) : kCorruptStatsIndex];
+    }
+    const uint64_t total = entries.size();
     if (total == 0) continue;
     // A small shard is counted exactly; a large one extrapolated.
     const uint64_t population = total < sample_per_shard ? total : std::max(estimated, total);

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "storage/compaction_drops.h"
 #include "storage/record.h"
@@ -46,13 +47,44 @@ struct StoreStats {
   // beyond clock_step_tolerance (design.md §5, "Clock").
   uint64_t clock_forward_step_readings = 0;
   uint64_t clock_backward_step_readings = 0;
+  // Record families whose records this reading walked for its sample; the
+  // others took no write since the last reading and kept its sample.
+  size_t families_walked = 0;
+};
+
+// What the last reading sampled of each record family: the fields a
+// record's effective state depends on, and what the family was then.
+struct StatsSample {
+  struct Entry {
+    bool decoded = false;  // False: a corrupt value.
+    State state = State::kAbsent;
+    int64_t lease_expires_ms = 0;
+    int64_t retention_expires_ms = 0;
+  };
+  struct Family {
+    bool taken = false;
+    size_t limit = 0;  // The sample_per_shard it was taken with.
+    // RocksDB's version of the family's files and memtables (a flush, a
+    // compaction or a new memtable changes it) and the entries written to
+    // its active memtable: together, whether anything was written since.
+    uint64_t super_version = 0;
+    uint64_t active_entries = 0;
+    std::vector<Entry> entries;
+  };
+  std::vector<Family> families;  // In DataDir::record_families() order.
 };
 
 // Reads RocksDB's estimates of `dir` at `now_ms`. Records by state are
 // extrapolated from the first `sample_per_shard` records of each shard
 // times the shard's estimated key count. Reads only; never blocks writers.
+//
+// With `sample` not null, a family that took no write since its sample was
+// taken has its sampled records evaluated again at `now_ms` instead of
+// being walked again: an ordered walk of a hash memtable copies and sorts
+// the whole memtable first, which every 10 s cost an idle node several
+// percent of a core (bench/RESULTS.md "The memtable").
 StoreStats ReadStoreStats(const DataDir& dir, const CompactionDrops& drops, int64_t now_ms,
-                          size_t sample_per_shard);
+                          size_t sample_per_shard, StatsSample* sample = nullptr);
 
 }  // namespace dedup::storage
 
