@@ -92,7 +92,9 @@ absl::Status ResolvePolicy(const v1::NamespacePolicy& in, const Policy& base,
   return absl::OkStatus();
 }
 
-absl::Status ResolveStorage(const v1::ServerConfig& config, storage::StoreOptions* out) {
+// Needs replication resolved: the built-in memtable depends on it.
+absl::Status ResolveStorage(const v1::ServerConfig& config, bool replicated,
+                            storage::StoreOptions* out) {
   out->path = config.data_dir().empty() ? kDefaultDataDir : config.data_dir();
   if (config.shards() > storage::kMaxShards) {
     return absl::InvalidArgumentError(
@@ -107,13 +109,17 @@ absl::Status ResolveStorage(const v1::ServerConfig& config, storage::StoreOption
     return absl::InvalidArgumentError(absl::StrCat(
         "durability: must be \"fsync\" or \"buffered\", got \"", config.durability(), "\""));
   }
-  if (config.memtable().empty() || config.memtable() == "skiplist") {
+  // Built-in: hash where no shard moves (a move's copy pages through the
+  // records in order, and each page of a hash memtable sorts it).
+  if (config.memtable().empty() || config.memtable() == "auto") {
+    out->hash_memtable = !replicated;
+  } else if (config.memtable() == "skiplist") {
     out->hash_memtable = false;
   } else if (config.memtable() == "hash") {
     out->hash_memtable = true;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "memtable: must be \"skiplist\" or \"hash\", got \"", config.memtable(), "\""));
+        "memtable: must be \"auto\", \"skiplist\" or \"hash\", got \"", config.memtable(), "\""));
   }
   int64_t periodic_ms = 0;
   absl::Status s;
@@ -421,7 +427,7 @@ absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config) {
   }
   s = ResolveCluster(config.cluster(), &settings);
   if (!s.ok()) return s;
-  s = ResolveStorage(config, &settings.store);
+  s = ResolveStorage(config, settings.replication_factor > 1, &settings.store);
   if (!s.ok()) return s;
   s = ResolveExecution(config.execution(), &settings);
   if (!s.ok()) return s;
@@ -472,7 +478,8 @@ std::string DescribeSettings(const ServerSettings& s) {
                                : std::string(),
       " namespaces=", s.policies->declared().size(), " workers=", s.workers,
       " execution=", s.execution == Execution::kInline ? "inline" : "workers",
-      " max_key_bytes=", s.max_key_bytes, " max_queued_tasks=", s.limits.max_queued_tasks,
+      " memtable=", s.store.hash_memtable ? "hash" : "skiplist", " max_key_bytes=", s.max_key_bytes,
+      " max_queued_tasks=", s.limits.max_queued_tasks,
       " max_receive_message_bytes=", s.limits.max_receive_message_bytes,
       " max_batch_answer_bytes=", s.limits.max_batch_answer_bytes,
       " max_stream_batches=", s.limits.max_stream_batches,

@@ -42,14 +42,16 @@ TEST(ServerSettingsTest, LimitsHaveTheirDefaults) {
   EXPECT_EQ(limits.max_connection_age_grace_ms, 30'000);
 }
 
+// Three nodes, each shard on all three, coordinated by etcd.
+constexpr char kReplicated[] = R"pb(
+  durability: "buffered"
+  cluster {
+    nodes: [ "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3" ]
+    replication_factor: 3
+    etcd_endpoints: "127.0.0.1:2379"
+  })pb";
+
 TEST(ServerSettingsTest, ExecutionIsInlineOnlyWhereNoFollowerIsWaitedFor) {
-  constexpr char kReplicated[] = R"pb(
-    durability: "buffered"
-    cluster {
-      nodes: [ "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3" ]
-      replication_factor: 3
-      etcd_endpoints: "127.0.0.1:2379"
-    })pb";
   absl::StatusOr<ServerSettings> settings = Resolve(R"pb(durability: "buffered")pb");
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_EQ(settings->execution, Execution::kInline) << "auto, buffered single node";
@@ -93,19 +95,31 @@ TEST(ServerSettingsTest, ALimitOutOfRangeIsRefusedNamingIt) {
       << "the default answer cap no longer fits in one message";
 }
 
-TEST(ServerSettingsTest, MemtableIsASkipListUnlessHashIsAskedFor) {
+TEST(ServerSettingsTest, MemtableIsAHashWhereNoShardMoves) {
   absl::StatusOr<ServerSettings> settings = Resolve("");
   ASSERT_TRUE(settings.ok()) << settings.status();
-  EXPECT_FALSE(settings->store.hash_memtable);
-  settings = Resolve(R"pb(memtable: "hash")pb");
+  EXPECT_TRUE(settings->store.hash_memtable) << "a single node";
+  EXPECT_THAT(DescribeSettings(*settings), HasSubstr("memtable=hash"));
+  settings = Resolve(R"pb(memtable: "auto")pb");
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_TRUE(settings->store.hash_memtable);
   settings = Resolve(R"pb(memtable: "skiplist")pb");
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_FALSE(settings->store.hash_memtable);
+  EXPECT_THAT(DescribeSettings(*settings), HasSubstr("memtable=skiplist"));
   settings = Resolve(R"pb(memtable: "vector")pb");
   EXPECT_EQ(settings.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(settings.status().message(), HasSubstr("memtable: must be \"skiplist\" or \"hash\""));
+  EXPECT_THAT(settings.status().message(),
+              HasSubstr("memtable: must be \"auto\", \"skiplist\" or \"hash\""));
+
+  // A replicated node pages through records to move shards: a skip list,
+  // unless asked otherwise.
+  settings = Resolve(kReplicated);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_FALSE(settings->store.hash_memtable);
+  settings = Resolve(absl::StrCat(kReplicated, R"pb(memtable: "hash")pb"));
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_TRUE(settings->store.hash_memtable);
 }
 
 TEST(ServerSettingsTest, ClockStepRuleIsReadFromTheConfigWithinItsBounds) {
