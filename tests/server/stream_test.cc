@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "storage/clock.h"
+#include "tests/common/fault_injection_file_system.h"
 #include "tests/server/test_server.h"
 
 namespace dedup::server::test {
@@ -160,6 +162,40 @@ TEST_F(StreamTest, OversizedBatchEndsTheStreamWithInvalidArgument) {
   call.Write(request);
 
   EXPECT_THAT(call.Close(), IsInvalidArgumentNaming("operations"));
+}
+
+// With fsync and inline execution the store syncs in groups: a batch is
+// answered only once a sync covers it. A failed sync must end the stream
+// with the error, and not answer the batch it covered.
+TEST(StreamGroupSyncTest, AFailedSyncEndsTheStreamWithoutAnsweringItsBatch) {
+  storage::ManualClock clock(kStartMs);
+  auto [fs, env] = dedup::test::FaultInjectionFileSystem::Make();
+  absl::StatusOr<std::unique_ptr<TestServer>> server =
+      TestServer::Start(R"pb(durability: "fsync" execution: "inline")pb", &clock, env);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->server().store()->SyncsInGroups());
+  v1::Dedup::Stub& stub = (*server)->stub();
+  v1::ClaimResponse claimed;
+  auto claim_context = NewContext();
+  ASSERT_THAT(stub.Claim(claim_context.get(), ClaimOf(kNs, "event-1", "owner-1"), &claimed),
+              IsOk());
+  ASSERT_EQ(claimed.outcome(), v1::ClaimResponse::ACQUIRED);
+  const uint64_t token = claimed.token();
+
+  fs->FailSyncs();
+  StreamCall call(stub);
+  v1::BatchRequest complete;
+  complete.set_batch_id(7);
+  *complete.add_operations() = Op(CompleteOf(kNs, "event-1", token, "receipt"));
+  call.Write(complete);
+
+  EXPECT_EQ(call.Close().error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(call.answers().empty()) << "a batch was answered although its sync failed";
+  // Nor does a later reader learn of the completion that was never synced.
+  v1::QueryResponse query;
+  auto context = NewContext();
+  EXPECT_EQ(stub.Query(context.get(), QueryOf(kNs, "event-1"), &query).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "server/server_settings.h"
+#include "storage/testing/rocksdb_env.h"
 
 namespace dedup::server::test {
 namespace {
@@ -48,7 +49,8 @@ grpc::Status CallStatus(v1::Dedup::Stub& stub, UnaryMethod<Request, Response> me
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(const std::string& config_text,
-                                                              const storage::Clock* clock) {
+                                                              const storage::Clock* clock,
+                                                              std::shared_ptr<rocksdb::Env> env) {
   absl::StatusOr<v1::ServerConfig> config = ParseConfigText(config_text);
   if (!config.ok()) return config.status();
   std::unique_ptr<TestServer> test_server(new TestServer());
@@ -58,6 +60,7 @@ absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(const std::string&
   config->set_data_dir(test_server->dir_.path() + "/data");
   absl::StatusOr<ServerSettings> settings = ResolveSettings(*config);
   if (!settings.ok()) return settings.status();
+  if (env != nullptr) storage::SetRocksDbEnvForTesting(&settings->store, std::move(env));
   absl::StatusOr<std::unique_ptr<DedupServer>> server = DedupServer::Start(*settings, clock);
   if (!server.ok()) return server.status();
   test_server->server_ = std::move(*server);

@@ -19,6 +19,10 @@
 #include "storage/clock.h"
 #include "tests/common/temp_dir.h"
 
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
+
 namespace dedup::server::test {
 
 // Where the manual clock of every test starts (2023-11-14T22:13:20Z).
@@ -36,9 +40,11 @@ class TestServer {
  public:
   // Starts a server configured by `config_text` (a dedup.v1.ServerConfig in
   // text format) with listen and data_dir filled in. `clock` must outlive
-  // the server; null means the system clock.
-  static absl::StatusOr<std::unique_ptr<TestServer>> Start(const std::string& config_text,
-                                                           const storage::Clock* clock);
+  // the server; null means the system clock. `env`, if not null, is the
+  // RocksDB Env of its store (a FaultInjectionFileSystem's, to fail disks).
+  static absl::StatusOr<std::unique_ptr<TestServer>> Start(
+      const std::string& config_text, const storage::Clock* clock,
+      std::shared_ptr<rocksdb::Env> env = nullptr);
 
   // Shuts the server down, then removes its data directory.
   ~TestServer();
