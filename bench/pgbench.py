@@ -22,13 +22,14 @@ batch.
 """
 import argparse
 import glob
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
+
+from peer_row import print_row
 
 TABLE = "claims_pgbench"
 
@@ -66,11 +67,6 @@ def tree_cpu_seconds(root):
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def rss_bytes(pid):
-    with open(f"/proc/{pid}/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 def client_backends(root):
     """The postmaster's children that serve a TCP client (pgbench's backends)."""
     found = []
@@ -84,17 +80,6 @@ def client_backends(root):
         except OSError:
             pass
     return found
-
-
-def dir_bytes(path):
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(root, name))
-            except OSError:
-                pass
-    return total
 
 
 def script_text(rows, lease_seconds):
@@ -183,30 +168,16 @@ def main():
     transactions = int(processed.group(1))
     claims = transactions * args.rows
     server_cpu = cpu_after - cpu_before
-    print(json.dumps({
-        "label": args.label,
-        "tool": "pgbench",
-        "command": " ".join(command[:command.index("-f")] + ["-f", "claim.sql", args.database]),
-        "system": "postgres",
-        "variant": args.variant,
-        "throughput": float(tps.group(1)) * args.rows,
-        "claims": claims,
-        "elapsed_s": elapsed,
-        "errors": int(failed.group(1)) if failed else 0,
-        "latency_us": {"p50": percentile(latencies, 0.50), "p99": percentile(latencies, 0.99),
-                       "p999": percentile(latencies, 0.999),
-                       "max": float(latencies[-1]) if latencies else None},
-        "server": {
-            "cpu_seconds": server_cpu,
-            "cpu_s_per_million_claims": server_cpu * 1e6 / claims if claims else None,
-            "rss_bytes": rss_bytes(args.pid),
-            "data_bytes": dir_bytes(args.data_dir) if args.data_dir else None,
-        },
-        # pgbench's own CPU is not measured here.
-        "client_cpu_seconds": None,
-        "workload": {"callers": args.clients, "batch": args.rows, "rate": 0},
-        "machine": {},
-    }))
+    print_row(label=args.label, tool="pgbench",
+              command=" ".join(command[:command.index("-f")] + ["-f", "claim.sql", args.database]),
+              system="postgres", variant=args.variant,
+              throughput=float(tps.group(1)) * args.rows, claims=claims, elapsed_s=elapsed,
+              errors=int(failed.group(1)) if failed else 0,
+              latency_us={"p50": percentile(latencies, 0.50), "p99": percentile(latencies, 0.99),
+                          "p999": percentile(latencies, 0.999),
+                          "max": float(latencies[-1]) if latencies else None},
+              server_cpu=server_cpu, pid=args.pid, data_dir=args.data_dir,
+              callers=args.clients, batch=args.rows)
 
 
 if __name__ == "__main__":

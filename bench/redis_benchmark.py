@@ -13,11 +13,12 @@ bench/summarize.py treats it as another row. Server CPU comes from
 import argparse
 import csv
 import io
-import json
 import os
 import subprocess
 import sys
 import time
+
+from peer_row import print_row
 
 
 def cpu_seconds(pid):
@@ -25,22 +26,6 @@ def cpu_seconds(pid):
         fields = f.read().rsplit(")", 1)[1].split()
     # Fields 14 and 15 (utime, stime) are at 11 and 12 after the command.
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_bytes(pid):
-    with open(f"/proc/{pid}/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def dir_bytes(path):
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(root, name))
-            except OSError:
-                pass
-    return total
 
 
 def main():
@@ -78,29 +63,13 @@ def main():
         value = row.get(column)
         return float(value) * 1000 if value not in (None, "") else None
 
-    print(json.dumps({
-        "label": args.label,
-        "tool": "redis-benchmark",
-        "command": " ".join(command),
-        "system": "redis",
-        "variant": args.variant,
-        "throughput": rps,
-        "claims": args.requests,
-        "elapsed_s": elapsed,
-        "errors": 0,
-        "latency_us": {"p50": us("p50_latency_ms"), "p99": us("p99_latency_ms"),
-                       "p999": None, "max": us("max_latency_ms")},
-        "server": {
-            "cpu_seconds": server_cpu,
-            "cpu_s_per_million_claims": server_cpu * 1e6 / args.requests,
-            "rss_bytes": rss_bytes(args.pid),
-            "data_bytes": dir_bytes(args.data_dir) if args.data_dir else None,
-        },
-        # redis-benchmark's own CPU is not measured here.
-        "client_cpu_seconds": None,
-        "workload": {"callers": args.clients, "batch": args.pipeline, "rate": 0},
-        "machine": {},
-    }))
+    print_row(label=args.label, tool="redis-benchmark", command=" ".join(command),
+              system="redis", variant=args.variant, throughput=rps, claims=args.requests,
+              elapsed_s=elapsed, errors=0,
+              latency_us={"p50": us("p50_latency_ms"), "p99": us("p99_latency_ms"),
+                          "p999": None, "max": us("max_latency_ms")},
+              server_cpu=server_cpu, pid=args.pid, data_dir=args.data_dir,
+              callers=args.clients, batch=args.pipeline)
 
 
 if __name__ == "__main__":
