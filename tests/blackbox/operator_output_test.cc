@@ -102,7 +102,11 @@ TEST(OperatorOutputTest, JsonLogIsOneObjectPerLineWithKeysOnlyAsHashes) {
     EXPECT_TRUE(line.contains("level") && line["level"].is_string()) << line.dump();
     EXPECT_TRUE(line.contains("message") && line["message"].is_string()) << line.dump();
   }
-  ASSERT_NE(Event(lines, "serving dedup.v1.Dedup"), nullptr);
+  const Json* serving = Event(lines, "serving dedup.v1.Dedup");
+  ASSERT_NE(serving, nullptr);
+  // The allocator the build linked (DEDUP_JEMALLOC): jemalloc names its
+  // version ("jemalloc 5.3.0-..."), glibc's malloc its name.
+  EXPECT_EQ(serving->value("allocator", "").rfind(DEDUPD_ALLOCATOR, 0), 0u) << serving->dump();
   EXPECT_NE(Event(lines, "stopped cleanly"), nullptr);
 
   const Json* takeover = Event(lines, "lease takeover");
