@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "rocksdb/db.h"
 #include "rocksdb/write_batch.h"
@@ -157,13 +159,34 @@ const std::string& FamilyKey(const DataDir& dir, uint32_t shard, const std::stri
   return *scratch;
 }
 
+// Counts the record `t` answers with against a batch's answer budget, of
+// which `*spent` bytes are spent: false, and nothing spent, when it does not
+// fit. The first answer always fits, and so does one that writes.
+bool SpendAnswerBudget(const Transition& t, size_t budget, size_t* spent) {
+  const Record& answered = t.result.record;
+  const size_t bytes = answered.key.size() + answered.owner.size() + answered.fingerprint.size() +
+                       answered.result.size();
+  if (!t.write && *spent > 0 && bytes > budget - *spent) return false;
+  *spent += std::min(bytes, budget - *spent);
+  return true;
+}
+
+absl::Status OverAnswerBudget(size_t budget) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("answer of this batch is over its budget of ", budget,
+                   " bytes of records; ask for this item again in a smaller batch"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::optional<Record>> Store::Read(uint32_t shard, const std::string& storage_key,
-                                                  const Operation& op) const {
+                                                  const Operation& op,
+                                                  const rocksdb::Snapshot* snapshot) const {
   rocksdb::PinnableSlice value;
   std::string scratch;
-  rocksdb::Status s = dir_->db()->Get(rocksdb::ReadOptions(), dir_->shard(shard),
+  rocksdb::ReadOptions read_options;
+  read_options.snapshot = snapshot;
+  rocksdb::Status s = dir_->db()->Get(read_options, dir_->shard(shard),
                                       FamilyKey(*dir_, shard, storage_key, &scratch), &value);
   if (s.IsNotFound()) return std::optional<Record>();
   if (s.IsCorruption()) ++corrupt_records_;
@@ -188,6 +211,15 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
   std::vector<uint64_t> hashes;
   hashes.reserve(ops.size());
   for (const Operation& op : ops) hashes.push_back(KeyHash(OpNamespace(op), OpKey(op)));
+  // A hot key: while another call holds a stripe of this batch, a batch that
+  // writes nothing (duplicates of held or completed keys, queries) is
+  // answered from a read now instead of queueing behind it. Replicated
+  // stores always lock: their answers also depend on leading the shard.
+  if (replicator_.load() == nullptr && stripes_.AnyHeld(hashes)) {
+    if (auto answers = AnswerWithoutWriting(ops, hashes, answer_budget_bytes)) {
+      return std::move(*answers);
+    }
+  }
   // Held across the write on purpose: the answer to the next operation on
   // a key depends on this one being persisted.
   StripeLocks::Guard guard(&stripes_, hashes);
@@ -239,16 +271,10 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
       results.push_back(t.status());
       continue;
     }
-    const Record& answered = t->result.record;
-    const size_t bytes = answered.key.size() + answered.owner.size() + answered.fingerprint.size() +
-                         answered.result.size();
-    if (!t->write && answer_bytes > 0 && bytes > answer_budget_bytes - answer_bytes) {
-      results.push_back(absl::ResourceExhaustedError(
-          absl::StrCat("answer of this batch is over its budget of ", answer_budget_bytes,
-                       " bytes of records; ask for this item again in a smaller batch")));
+    if (!SpendAnswerBudget(*t, answer_budget_bytes, &answer_bytes)) {
+      results.push_back(OverAnswerBudget(answer_budget_bytes));
       continue;
     }
-    answer_bytes += std::min(bytes, answer_budget_bytes - answer_bytes);
     if (t->write) {
       if (replicator != nullptr) {
         shard_batches[shard].Put(storage_key, EncodeRecord(t->stored));
@@ -304,6 +330,57 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
     if (!written.ok()) {
       for (auto& result : results) result = absl::UnavailableError(written.message());
     }
+  }
+  return results;
+}
+
+std::optional<std::vector<absl::StatusOr<OpResult>>> Store::AnswerWithoutWriting(
+    absl::Span<const Operation> ops, const std::vector<uint64_t>& hashes,
+    size_t answer_budget_bytes) const {
+  // Safe without the locks because nothing is written: each key's record is
+  // read whole, and every write acknowledged before this call is visible to
+  // the read (RocksDB makes a write visible before it returns). One
+  // snapshot makes a batch's answers of one moment, as they are under the
+  // locks. With group sync a read may see a write not yet synced, which is
+  // why every answer waits for the sync (AfterSync), read-only ones too.
+  rocksdb::DB* const db = dir_->db();
+  const rocksdb::Snapshot* const snapshot = ops.size() > 1 ? db->GetSnapshot() : nullptr;
+  absl::Cleanup release_snapshot = [db, snapshot] {
+    if (snapshot != nullptr) db->ReleaseSnapshot(snapshot);
+  };
+  // Time is read after the snapshot (or the one read): storage time never
+  // goes backwards, so it is no earlier than any write the reads see.
+  std::optional<int64_t> now_ms;
+  std::vector<absl::StatusOr<OpResult>> results;
+  results.reserve(ops.size());
+  size_t answer_bytes = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Operation& op = ops[i];
+    absl::StatusOr<std::optional<Record>> current =
+        Read(ShardOfHash(hashes[i], shard_count()), EncodeStorageKey(OpNamespace(op), OpKey(op)),
+             op, snapshot);
+    if (!now_ms.has_value()) now_ms = dir_->time()->NowMs();
+    if (!current.ok()) {
+      results.push_back(current.status());
+      continue;
+    }
+    bool wins = false;
+    absl::StatusOr<Transition> t =
+        Decide(op, *current, *now_ms, [&wins]() -> absl::StatusOr<uint64_t> {
+          wins = true;  // A winning claim writes: it is for the locked path.
+          return absl::AbortedError("a winning claim writes");
+        });
+    if (wins || (t.ok() && t->write)) return std::nullopt;
+    if (!t.ok()) {
+      results.push_back(t.status());
+      continue;
+    }
+    if (!SpendAnswerBudget(*t, answer_budget_bytes, &answer_bytes)) {
+      results.push_back(OverAnswerBudget(answer_budget_bytes));
+      continue;
+    }
+    t->result.now_ms = *now_ms;
+    results.push_back(std::move(t->result));
   }
   return results;
 }

@@ -23,6 +23,10 @@
 #include "storage/store_stats.h"
 #include "storage/stripe_locks.h"
 
+namespace rocksdb {
+class Snapshot;
+}  // namespace rocksdb
+
 namespace dedup::storage {
 
 class DataDir;
@@ -126,7 +130,8 @@ struct ScanPage {
 //
 // Thread-safe: all methods may be called concurrently. Operations on
 // different keys proceed in parallel (and share WAL syncs); operations on
-// the same key are serialized.
+// the same key that write are serialized. Without a replicator, one that
+// writes nothing is answered from a read while a writer holds its key.
 class Store {
  public:
   // Opens or creates the data directory. Errors: FAILED_PRECONDITION when
@@ -223,8 +228,17 @@ class Store {
 
  private:
   Store(const StoreOptions& options, std::unique_ptr<CompactionDrops> drops);
+  // The record of `op`'s key as of `snapshot` (null: the latest).
   absl::StatusOr<std::optional<Record>> Read(uint32_t shard, const std::string& storage_key,
-                                             const Operation& op) const;
+                                             const Operation& op,
+                                             const rocksdb::Snapshot* snapshot = nullptr) const;
+  // The answers to `ops` if none of them writes, from reads of one
+  // snapshot taken without the stripe locks; nullopt if one would write.
+  // For a batch whose stripes are busy: a duplicate of a key another call
+  // holds the stripe of is answered without waiting its turn.
+  std::optional<std::vector<absl::StatusOr<OpResult>>> AnswerWithoutWriting(
+      absl::Span<const Operation> ops, const std::vector<uint64_t>& hashes,
+      size_t answer_budget_bytes) const;
   void SyncLoop();
   void GroupSyncLoop();
   // One sync of the WAL for a group of waiters; fails the store on error.

@@ -8,6 +8,15 @@ size_t StripeLocks::StripeOf(uint64_t key_hash) {
   return static_cast<size_t>(key_hash >> 32) % kStripes;
 }
 
+bool StripeLocks::AnyHeld(const std::vector<uint64_t>& key_hashes) {
+  for (uint64_t hash : key_hashes) {
+    absl::Mutex& mu = mutexes_[StripeOf(hash)];
+    if (!mu.TryLock()) return true;
+    mu.Unlock();
+  }
+  return false;
+}
+
 // The loops lock a run-time set of mutexes, which the analysis cannot
 // follow; the Guard's annotations state the effect for callers.
 StripeLocks::Guard::Guard(StripeLocks* locks,

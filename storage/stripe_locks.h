@@ -42,6 +42,11 @@ class ABSL_LOCKABLE StripeLocks {
   StripeLocks(const StripeLocks&) = delete;
   StripeLocks& operator=(const StripeLocks&) = delete;
 
+  // Whether another thread holds any stripe of `key_hashes` now. A probe,
+  // stale as soon as it returns: it only chooses between ways of working
+  // that are both correct.
+  bool AnyHeld(const std::vector<uint64_t>& key_hashes);
+
   // The stripe of a key hash. Uses the high half of the hash: the low half
   // picks the shard (key_codec.h), and the two must be independent.
   static size_t StripeOf(uint64_t key_hash);

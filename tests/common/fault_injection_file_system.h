@@ -32,6 +32,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
 
@@ -89,6 +90,21 @@ class FaultInjectionFileSystem final : public rocksdb::FileSystemWrapper {
   void FailWrites() {
     absl::MutexLock lock(&mu_);
     fail_writes_ = true;
+  }
+
+  // Appends wait from now until ReleaseAppends(), as on a stalled disk.
+  void HoldAppends() {
+    absl::MutexLock lock(&mu_);
+    hold_appends_ = true;
+  }
+  void ReleaseAppends() {
+    absl::MutexLock lock(&mu_);
+    hold_appends_ = false;
+  }
+  // Waits up to `timeout` until an append is held; whether one is.
+  bool AwaitHeldAppend(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&IsPositive, &held_appends_), timeout);
   }
 
   // Every sync answers an I/O error; appends still work.
@@ -246,8 +262,16 @@ class FaultInjectionFileSystem final : public rocksdb::FileSystemWrapper {
     return status;
   }
 
+  static bool IsPositive(int* n) { return *n > 0; }
+  static bool IsFalse(bool* b) { return !*b; }
+
   rocksdb::IOStatus BeforeAppend(uint64_t bytes) {
     absl::MutexLock lock(&mu_);
+    if (hold_appends_) {
+      ++held_appends_;
+      mu_.Await(absl::Condition(&IsFalse, &hold_appends_));
+      --held_appends_;
+    }
     if (powered_off_) return Lost();
     if (fail_writes_) return Broken();
     if (space_left_ != kUnlimited) {
@@ -424,6 +448,8 @@ class FaultInjectionFileSystem final : public rocksdb::FileSystemWrapper {
   bool powered_off_ ABSL_GUARDED_BY(mu_) = false;
   bool fail_writes_ ABSL_GUARDED_BY(mu_) = false;
   bool fail_syncs_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_appends_ ABSL_GUARDED_BY(mu_) = false;
+  int held_appends_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t space_left_ ABSL_GUARDED_BY(mu_) = kUnlimited;
   std::optional<ReadFault> read_fault_ ABSL_GUARDED_BY(mu_);
   std::optional<SteadyTime> last_wal_sync_start_ ABSL_GUARDED_BY(mu_);

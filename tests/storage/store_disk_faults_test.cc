@@ -4,8 +4,11 @@
 #include <memory>
 #include <thread>
 #include <utility>
+#include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "storage/operation.h"
 #include "storage/record.h"
@@ -18,7 +21,8 @@
 // A full disk and a failing background sync (design.md §5): writes are
 // refused with UNAVAILABLE and reads keep answering. A full disk is
 // recoverable in place once space returns; a failed sync is not (fail
-// closed). Nothing acknowledged is lost either way.
+// closed). Nothing acknowledged is lost either way. A write stalled on the
+// disk holds up only calls that write on its keys' stripes.
 namespace dedup::storage {
 namespace {
 
@@ -114,6 +118,58 @@ TEST_F(StoreDiskFaultsTest, FailedGroupSyncFailsItsWaitersAndRefusesWritesUntilR
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(Do(Query("order-1")).record.token, token);
   EXPECT_FALSE(store_->Recover().ok());
+}
+
+// A hot key: while a write of the key waits on a stalled disk, holding the
+// key's stripe, calls that write nothing on it (a duplicate claim, a query,
+// a batch of them) are answered from what is stored, without waiting for
+// their turn. What they answer is the state before the stalled write, which
+// is not acknowledged yet.
+TEST_F(StoreDiskFaultsTest, StalledWriteOfAKeyDoesNotHoldUpCallsThatWriteNothingOnIt) {
+  ASSERT_NO_FATAL_FAILURE(OpenOnFaults(Durability::kBuffered));
+  const uint64_t held = Acquire("order-1", "worker-a");
+  const uint64_t done = Acquire("order-2", "worker-a");
+  ASSERT_EQ(Do(Complete("order-2", done, "receipt")).outcome, Outcome::kOk);
+
+  fs().HoldAppends();
+  std::future<absl::StatusOr<OpResult>> extend = std::async(
+      std::launch::async, [&] { return store_->Apply(Extend("order-1", held, 2 * kLeaseMs)); });
+  // Declared after the futures, so it runs first: their threads can end.
+  absl::Cleanup release_disk = [this] { fs().ReleaseAppends(); };
+  ASSERT_TRUE(fs().AwaitHeldAppend(absl::Seconds(10))) << "the extension never reached the disk";
+
+  std::future<absl::StatusOr<OpResult>> duplicate =
+      std::async(std::launch::async, [&] { return store_->Apply(Claim("order-1", "worker-b")); });
+  ASSERT_EQ(duplicate.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "a duplicate claim waited for the stalled write of its key";
+  absl::StatusOr<OpResult> answer = duplicate.get();
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->outcome, Outcome::kInProgress);
+  EXPECT_EQ(answer->record.owner, "worker-a");
+  EXPECT_EQ(answer->record.token, held);
+
+  std::future<std::vector<absl::StatusOr<OpResult>>> batch = std::async(std::launch::async, [&] {
+    const std::vector<Operation> ops = {Query("order-1"), Claim("order-2", "worker-b"),
+                                        Claim("order-1", "worker-c")};
+    return store_->Apply(ops);
+  });
+  ASSERT_EQ(batch.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "a batch that writes nothing waited for the stalled write of one of its keys";
+  std::vector<absl::StatusOr<OpResult>> answers = batch.get();
+  ASSERT_EQ(answers.size(), 3u);
+  for (const auto& a : answers) ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(answers[0]->record.state, State::kInProgress);
+  EXPECT_EQ(answers[0]->record.lease_expires_ms, kStartMs + kLeaseMs)
+      << "a read answered with the stalled extension before it was acknowledged";
+  EXPECT_EQ(answers[1]->outcome, Outcome::kCompleted);
+  EXPECT_EQ(answers[1]->record.result, "receipt");
+  EXPECT_EQ(answers[2]->outcome, Outcome::kInProgress);
+
+  std::move(release_disk).Invoke();
+  absl::StatusOr<OpResult> extended = extend.get();
+  ASSERT_TRUE(extended.ok()) << extended.status();
+  EXPECT_EQ(extended->outcome, Outcome::kOk);
+  EXPECT_EQ(Do(Query("order-1")).record.lease_expires_ms, kStartMs + 2 * kLeaseMs);
 }
 
 }  // namespace
