@@ -217,6 +217,7 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
   // stores always lock: their answers also depend on leading the shard.
   if (replicator_.load() == nullptr && stripes_.AnyHeld(hashes)) {
     if (auto answers = AnswerWithoutWriting(ops, hashes, answer_budget_bytes)) {
+      answered_without_locks_.fetch_add(1, std::memory_order_relaxed);
       return std::move(*answers);
     }
   }

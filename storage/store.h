@@ -208,6 +208,10 @@ class Store {
   // been freed); OK when it does. Other errors are returned unchanged.
   absl::Status Recover();
 
+  // Calls answered from reads without the stripe locks, because a stripe
+  // was busy and nothing was to be written (Apply). For tests and profiles.
+  uint64_t answered_without_locks() const { return answered_without_locks_.load(); }
+
   uint32_t shard_count() const;
   const CompactionDrops& compaction_drops() const { return *drops_; }
 
@@ -260,6 +264,7 @@ class Store {
   mutable absl::Mutex stats_mu_;
   mutable StatsSample stats_sample_ ABSL_GUARDED_BY(stats_mu_);
   mutable std::atomic<uint64_t> corrupt_records_{0};
+  std::atomic<uint64_t> answered_without_locks_{0};
 
   // Background WAL sync (buffered durability).
   mutable absl::Mutex sync_mu_;

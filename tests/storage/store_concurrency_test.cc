@@ -1,3 +1,4 @@
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -5,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "storage/operation.h"
 #include "storage/record.h"
@@ -111,6 +113,74 @@ TEST_F(StoreTest, ConcurrentOverlappingBatchesNeitherDeadlockNorDoubleAcquire) {
     EXPECT_EQ(count, 1) << "key order-" << key << " acquired by several owners";
   }
   EXPECT_FALSE(winners.empty());
+}
+
+// A hot key: readers claim it as duplicates, alone and in read-only
+// batches, while its holder keeps extending the lease, so that the readers
+// often find its stripe busy and answer from reads without the locks. Every
+// answer reflects each extension acknowledged before the call began, and
+// never one that was not made; the holder and its token never change.
+TEST_F(StoreTest, DuplicatesOfAKeyBeingWrittenSeeEveryAcknowledgedWrite) {
+  StoreOptions options = Options();
+  options.durability = Durability::kBuffered;
+  ASSERT_NO_FATAL_FAILURE(Open(options));
+  const uint64_t token = Acquire("hot", "worker-a");
+  constexpr int kExtensions = 2000;
+  constexpr int kReaders = 4;
+  std::atomic<int> acknowledged{0};  // Extensions acknowledged so far.
+  std::atomic<bool> writing{true};
+  std::string writer_error;
+  std::thread writer([&] {
+    for (int i = 1; i <= kExtensions; ++i) {
+      absl::StatusOr<OpResult> r = store_->Apply(Extend("hot", token, kLeaseMs + i));
+      if (!r.ok() || r->outcome != Outcome::kOk) {
+        writer_error = r.ok() ? "extension not OK" : r.status().ToString();
+        break;
+      }
+      acknowledged.store(i);
+    }
+    writing.store(false);
+  });
+  std::vector<std::string> errors(kReaders);
+  std::vector<int> answers(kReaders, 0);
+  std::vector<std::thread> readers;
+  for (int t = 0; t < kReaders; ++t) {
+    readers.emplace_back([&, t] {
+      for (int n = 0; writing.load() && errors[t].empty(); ++n) {
+        const int seen = acknowledged.load();
+        std::vector<Operation> ops = {Claim("hot", "worker-b")};
+        if (n % 2 == 1) ops.push_back(Query("hot"));
+        const std::vector<absl::StatusOr<OpResult>> results = store_->Apply(ops);
+        for (const absl::StatusOr<OpResult>& r : results) {
+          const int64_t lowest = kStartMs + kLeaseMs + seen;
+          if (!r.ok()) {
+            errors[t] = r.status().ToString();
+          } else if (r->record.state != State::kInProgress || r->record.owner != "worker-a" ||
+                     r->record.token != token) {
+            errors[t] = "the holder or its token changed";
+          } else if (r->record.lease_expires_ms < lowest) {
+            errors[t] =
+                absl::StrCat("lease ends at ", r->record.lease_expires_ms, " after extension ",
+                             seen, " was acknowledged (at least ", lowest, ")");
+          } else if (r->record.lease_expires_ms > kStartMs + kLeaseMs + kExtensions) {
+            errors[t] = "a lease no extension gave";
+          }
+        }
+        ++answers[t];
+      }
+    });
+  }
+  writer.join();
+  for (std::thread& reader : readers) reader.join();
+
+  EXPECT_EQ(writer_error, "");
+  for (int t = 0; t < kReaders; ++t) {
+    EXPECT_EQ(errors[t], "") << "reader " << t;
+    EXPECT_GT(answers[t], 0) << "reader " << t;
+  }
+  EXPECT_GT(store_->answered_without_locks(), 0u)
+      << "no reader found the stripe busy: the unlocked reads went untested";
+  EXPECT_EQ(Do(Query("hot")).record.lease_expires_ms, kStartMs + kLeaseMs + kExtensions);
 }
 
 }  // namespace
