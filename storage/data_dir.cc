@@ -22,6 +22,7 @@
 #include "rocksdb/slice_transform.h"
 #include "rocksdb/table.h"
 #include "rocksdb/write_batch.h"
+#include "storage/hash_memtable.h"
 #include "storage/key_codec.h"
 #include "storage/rocks_status.h"
 #include "storage/testing/rocksdb_env.h"
@@ -77,7 +78,9 @@ rocksdb::ColumnFamilyOptions ShardFamilyOptions(const StoreOptions& options,
   if (options.hash_memtable) {
     // Buckets of keys that share their first 64 bytes: for most keys, one
     // key each. Iterators over these families ask for total order.
-    shard.memtable_factory.reset(rocksdb::NewHashSkipListRepFactory(kHashMemtableBuckets));
+    // Point reads of this memtable rely on RocksDB's default Get, which
+    // in-place updates and merge operators (both off here) do not use.
+    shard.memtable_factory.reset(NewHashListMemTableFactory(kHashMemtableBuckets));
     shard.prefix_extractor.reset(rocksdb::NewCappedPrefixTransform(64));
   }
   if (options.periodic_compaction_seconds > 0) {

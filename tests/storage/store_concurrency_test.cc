@@ -120,7 +120,7 @@ TEST_F(StoreTest, ConcurrentOverlappingBatchesNeitherDeadlockNorDoubleAcquire) {
 // often find its stripe busy and answer from reads without the locks. Every
 // answer reflects each extension acknowledged before the call began, and
 // never one that was not made; the holder and its token never change.
-TEST_F(StoreTest, DuplicatesOfAKeyBeingWrittenSeeEveryAcknowledgedWrite) {
+TEST_F(StoreTest, ConcurrentDuplicatesOfAKeyBeingWrittenSeeEveryAcknowledgedWrite) {
   StoreOptions options = Options();
   options.durability = Durability::kBuffered;
   ASSERT_NO_FATAL_FAILURE(Open(options));

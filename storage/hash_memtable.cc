@@ -1,0 +1,273 @@
+#include "storage/hash_memtable.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <new>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "rocksdb/slice.h"
+#include "rocksdb/slice_transform.h"
+
+namespace dedup::storage {
+namespace {
+
+using rocksdb::MemTableRep;
+using rocksdb::Slice;
+
+// An entry: the link to the next entry of its bucket, then the memtable key
+// (length-prefixed internal key and value) RocksDB encodes after it.
+struct Node {
+  std::atomic<Node*> next{nullptr};
+  const char* Key() const { return reinterpret_cast<const char*>(this + 1); }
+};
+
+// `raw` rounded up to the alignment of T; `raw` must have room for that.
+template <typename T>
+void* AlignFor(char* raw) {
+  const auto address = reinterpret_cast<uintptr_t>(raw);
+  return reinterpret_cast<void*>((address + alignof(T) - 1) & ~uintptr_t{alignof(T) - 1});
+}
+
+class HashListRep;
+
+// A bucket's entries from a Seek on: what RocksDB's point read walks (its
+// default MemTableRep::Get: Seek, then Next while the key matches). Only
+// Seek and Next position it; the other moves leave it invalid.
+class BucketIterator final : public MemTableRep::Iterator {
+ public:
+  explicit BucketIterator(const HashListRep* rep) : rep_(rep) {}
+  bool Valid() const override { return node_ != nullptr; }
+  const char* key() const override { return node_->Key(); }
+  void Next() override { node_ = node_->next.load(std::memory_order_acquire); }
+  void Prev() override { node_ = nullptr; }
+  void Seek(const Slice& internal_key, const char* memtable_key) override;
+  void SeekForPrev(const Slice&, const char*) override { node_ = nullptr; }
+  void SeekToFirst() override { node_ = nullptr; }
+  void SeekToLast() override { node_ = nullptr; }
+
+ private:
+  const HashListRep* const rep_;
+  Node* node_ = nullptr;
+};
+
+// Every entry in order, from an array sorted when the iterator was made.
+// Entries added after that are not in it; RocksDB's readers do not need
+// them, as their sequence numbers are above the reader's snapshot.
+// Destroying it frees the array and, when it lives in a Shell, marks the
+// shell free as the last thing it does.
+class SortedIterator final : public MemTableRep::Iterator {
+ public:
+  SortedIterator(const MemTableRep::KeyComparator& compare, const char** keys, size_t count,
+                 std::atomic<bool>* shell_in_use)
+      : compare_(compare), keys_(keys), count_(count), pos_(count), shell_in_use_(shell_in_use) {}
+  ~SortedIterator() override {
+    delete[] keys_;
+    if (shell_in_use_ != nullptr) shell_in_use_->store(false, std::memory_order_release);
+  }
+
+  bool Valid() const override { return pos_ < count_; }
+  const char* key() const override { return keys_[pos_]; }
+  void Next() override { ++pos_; }
+  void Prev() override { pos_ = pos_ == 0 ? count_ : pos_ - 1; }
+  void Seek(const Slice& internal_key, const char*) override {
+    pos_ = std::lower_bound(keys_, keys_ + count_, internal_key,
+                            [this](const char* entry, const Slice& target) {
+                              return compare_(entry, target) < 0;
+                            }) -
+           keys_;
+  }
+  void SeekForPrev(const Slice& internal_key, const char*) override {
+    // The last entry at or before the target.
+    const size_t after = std::upper_bound(keys_, keys_ + count_, internal_key,
+                                          [this](const Slice& target, const char* entry) {
+                                            return compare_(entry, target) > 0;
+                                          }) -
+                         keys_;
+    pos_ = after == 0 ? count_ : after - 1;
+  }
+  void SeekToFirst() override { pos_ = 0; }
+  void SeekToLast() override { pos_ = count_ == 0 ? 0 : count_ - 1; }
+
+ private:
+  // Only trivially destructible members: once the destructor's body has
+  // marked the shell free, another thread may build in it.
+  const MemTableRep::KeyComparator& compare_;
+  const char** const keys_;
+  const size_t count_;
+  size_t pos_;
+  std::atomic<bool>* const shell_in_use_;
+};
+
+// The thread's point read in progress, and the buffer its iterator lives in
+// (see the header: RocksDB's default Get never deletes that iterator).
+thread_local const HashListRep* point_read_rep = nullptr;
+alignas(BucketIterator) thread_local unsigned char point_read_iterator[sizeof(BucketIterator)];
+
+class HashListRep final : public MemTableRep {
+ public:
+  HashListRep(const KeyComparator& compare, rocksdb::Allocator* allocator,
+              const rocksdb::SliceTransform* transform, size_t bucket_count)
+      : MemTableRep(allocator),
+        compare_(compare),
+        transform_(transform),
+        bucket_count_(bucket_count),
+        buckets_(new std::atomic<Node*>[bucket_count]) {
+    for (size_t i = 0; i < bucket_count_; ++i)
+      buckets_[i].store(nullptr, std::memory_order_relaxed);
+  }
+
+  ~HashListRep() override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    // RocksDB has destroyed every iterator it asked for by now: a memtable
+    // goes only after the readers that referenced it.
+    for (Shell* shell : shells_) {
+      shell->~Shell();
+      ::operator delete(shell);
+    }
+  }
+
+  rocksdb::KeyHandle Allocate(const size_t len, char** buf) override {
+    char* raw = nullptr;
+    MemTableRep::Allocate(sizeof(Node) + alignof(Node) - 1 + len, &raw);
+    Node* node = new (AlignFor<Node>(raw)) Node;
+    *buf = const_cast<char*>(node->Key());
+    return node;
+  }
+
+  // The single writer: links the entry before the first larger one.
+  void Insert(rocksdb::KeyHandle handle) override {
+    Node* entry = static_cast<Node*>(handle);
+    std::atomic<Node*>* link = &Bucket(UserKey(entry->Key()));
+    Node* next = link->load(std::memory_order_relaxed);
+    while (next != nullptr && compare_(next->Key(), entry->Key()) < 0) {
+      link = &next->next;
+      next = link->load(std::memory_order_relaxed);
+    }
+    entry->next.store(next, std::memory_order_relaxed);
+    link->store(entry, std::memory_order_release);  // Readers see it whole.
+  }
+
+  bool Contains(const char* key) const override {
+    for (Node* node = First(UserKey(key)); node != nullptr;
+         node = node->next.load(std::memory_order_acquire)) {
+      const int order = compare_(node->Key(), key);
+      if (order >= 0) return order == 0;
+    }
+    return false;
+  }
+
+  // Point reads go through RocksDB's default Get, which seeks the iterator
+  // GetDynamicPrefixIterator() gives: during one, that is a BucketIterator
+  // in the thread's buffer.
+  void Get(const rocksdb::LookupKey& k, void* callback_args,
+           bool (*callback_func)(void* arg, const char* entry)) override {
+    point_read_rep = this;
+    MemTableRep::Get(k, callback_args, callback_func);
+    point_read_rep = nullptr;
+  }
+
+  size_t ApproximateMemoryUsage() override { return bucket_count_ * sizeof(std::atomic<Node*>); }
+
+  Iterator* GetIterator(rocksdb::Arena* arena) override {
+    std::vector<const char*> sorted;
+    for (size_t i = 0; i < bucket_count_; ++i) {
+      for (Node* node = buckets_[i].load(std::memory_order_acquire); node != nullptr;
+           node = node->next.load(std::memory_order_acquire)) {
+        sorted.push_back(node->Key());
+      }
+    }
+    std::sort(sorted.begin(), sorted.end(),
+              [this](const char* a, const char* b) { return compare_(a, b) < 0; });
+    const char** keys = new const char*[sorted.size()];
+    std::copy(sorted.begin(), sorted.end(), keys);
+    if (arena == nullptr) return new SortedIterator(compare_, keys, sorted.size(), nullptr);
+    // RocksDB destroys an iterator it asked for with an arena but never
+    // frees it, and its Arena type is not public: the iterator goes in a
+    // shell of this memtable's, marked free again by its destructor.
+    Shell* shell = TakeShell();
+    return new (shell->storage) SortedIterator(compare_, keys, sorted.size(), &shell->in_use);
+  }
+
+  Iterator* GetDynamicPrefixIterator(rocksdb::Arena* arena) override {
+    if (arena == nullptr && point_read_rep == this) {
+      return new (point_read_iterator) BucketIterator(this);
+    }
+    return GetIterator(arena);
+  }
+
+  // The first entry of the bucket of `user_key`, for readers.
+  Node* First(const Slice& user_key) const {
+    return Bucket(user_key).load(std::memory_order_acquire);
+  }
+  const KeyComparator& compare() const { return compare_; }
+
+ private:
+  struct Shell {
+    std::atomic<bool> in_use{true};
+    alignas(SortedIterator) unsigned char storage[sizeof(SortedIterator)];
+  };
+
+  std::atomic<Node*>& Bucket(const Slice& user_key) const {
+    const Slice prefix = transform_ != nullptr && transform_->InDomain(user_key)
+                             ? transform_->Transform(user_key)
+                             : user_key;
+    const size_t hash =
+        std::hash<std::string_view>{}(std::string_view(prefix.data(), prefix.size()));
+    return buckets_[hash % bucket_count_];
+  }
+
+  Shell* TakeShell() {
+    absl::MutexLock lock(&shells_mu_);
+    for (Shell* shell : shells_) {
+      bool in_use = false;
+      if (shell->in_use.compare_exchange_strong(in_use, true, std::memory_order_acquire)) {
+        return shell;
+      }
+    }
+    shells_.push_back(new (::operator new(sizeof(Shell))) Shell);
+    return shells_.back();
+  }
+
+  const KeyComparator& compare_;
+  const rocksdb::SliceTransform* const transform_;
+  const size_t bucket_count_;
+  const std::unique_ptr<std::atomic<Node*>[]> buckets_;
+  absl::Mutex shells_mu_;
+  std::vector<Shell*> shells_ ABSL_GUARDED_BY(shells_mu_);
+};
+
+void BucketIterator::Seek(const Slice& internal_key, const char*) {
+  const Slice user_key(internal_key.data(), internal_key.size() - 8);
+  node_ = rep_->First(user_key);
+  while (node_ != nullptr && rep_->compare()(node_->Key(), internal_key) < 0) {
+    node_ = node_->next.load(std::memory_order_acquire);
+  }
+}
+
+class HashListFactory final : public rocksdb::MemTableRepFactory {
+ public:
+  explicit HashListFactory(size_t bucket_count) : bucket_count_(bucket_count) {}
+  const char* Name() const override { return "DedupHashListMemTable"; }
+  MemTableRep* CreateMemTableRep(const MemTableRep::KeyComparator& compare,
+                                 rocksdb::Allocator* allocator,
+                                 const rocksdb::SliceTransform* transform,
+                                 rocksdb::Logger*) override {
+    return new HashListRep(compare, allocator, transform, bucket_count_);
+  }
+
+ private:
+  const size_t bucket_count_;
+};
+
+}  // namespace
+
+rocksdb::MemTableRepFactory* NewHashListMemTableFactory(size_t bucket_count) {
+  return new HashListFactory(std::max<size_t>(bucket_count, 1));
+}
+
+}  // namespace dedup::storage

@@ -1,0 +1,222 @@
+#include "storage/hash_memtable.h"
+
+#include <algorithm>
+#include <atomic>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "rocksdb/db.h"
+#include "rocksdb/options.h"
+#include "rocksdb/slice_transform.h"
+#include "tests/common/temp_dir.h"
+
+// The hash-list memtable through RocksDB itself, against a model: point
+// reads (with and without snapshots), ordered walks in both directions and
+// from any key, what a flush writes, and readers running beside the writer.
+// Four buckets and a three-byte prefix put many keys, and every version of
+// a key, in each bucket.
+namespace dedup::storage {
+namespace {
+
+using Model = std::map<std::string, std::string>;  // Live keys only.
+
+class HashListMemTableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    options.memtable_factory.reset(NewHashListMemTableFactory(4));
+    options.prefix_extractor.reset(rocksdb::NewCappedPrefixTransform(3));
+    options.allow_concurrent_memtable_write = false;
+    options.write_buffer_size = 64 << 20;  // Flushed only when a test says so.
+    rocksdb::DB* db = nullptr;
+    const rocksdb::Status s = rocksdb::DB::Open(options, dir_.Sub("db"), &db);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    db_.reset(db);
+  }
+
+  void TearDown() override {
+    for (const auto& [snapshot, model] : snapshots_) db_->ReleaseSnapshot(snapshot);
+    db_.reset();
+  }
+
+  static std::string KeyOf(int i) {
+    // Shared three-byte prefixes: "ab-", "cd-", "ef-".
+    static const char* const kPrefixes[] = {"ab-", "cd-", "ef-"};
+    return std::string(kPrefixes[i % 3]) + std::to_string(i);
+  }
+
+  // `count` random puts and deletes of 150 keys, applied to the model too.
+  void RandomWrites(int count, std::mt19937* random) {
+    std::uniform_int_distribution<int> key(0, 149);
+    std::uniform_int_distribution<int> action(0, 9);
+    for (int n = 0; n < count; ++n) {
+      const std::string k = KeyOf(key(*random));
+      if (action(*random) == 0) {
+        ASSERT_TRUE(db_->Delete(rocksdb::WriteOptions(), k).ok());
+        model_.erase(k);
+      } else {
+        const std::string v = "v" + std::to_string(written_++);
+        ASSERT_TRUE(db_->Put(rocksdb::WriteOptions(), k, v).ok());
+        model_[k] = v;
+      }
+    }
+  }
+
+  void TakeSnapshot() { snapshots_.emplace_back(db_->GetSnapshot(), model_); }
+
+  // Every key of the key space reads as `model` says, as of `snapshot`.
+  void ExpectReads(const Model& model, const rocksdb::Snapshot* snapshot) {
+    rocksdb::ReadOptions read;
+    read.snapshot = snapshot;
+    for (int i = 0; i < 160; ++i) {  // 150 written, 10 never.
+      const std::string k = KeyOf(i);
+      std::string value;
+      const rocksdb::Status s = db_->Get(read, k, &value);
+      auto it = model.find(k);
+      if (it == model.end()) {
+        EXPECT_TRUE(s.IsNotFound()) << k << ": " << s.ToString() << " " << value;
+      } else {
+        ASSERT_TRUE(s.ok()) << k << ": " << s.ToString();
+        EXPECT_EQ(value, it->second) << k;
+      }
+    }
+  }
+
+  // Walks forwards, backwards, and from a seek to every key, against `model`.
+  void ExpectWalks(const Model& model, const rocksdb::Snapshot* snapshot) {
+    rocksdb::ReadOptions read;
+    read.snapshot = snapshot;
+    read.total_order_seek = true;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
+    std::vector<std::pair<std::string, std::string>> forward, backward;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      forward.emplace_back(it->key().ToString(), it->value().ToString());
+    }
+    ASSERT_TRUE(it->status().ok()) << it->status().ToString();
+    for (it->SeekToLast(); it->Valid(); it->Prev()) {
+      backward.emplace_back(it->key().ToString(), it->value().ToString());
+    }
+    const std::vector<std::pair<std::string, std::string>> expected(model.begin(), model.end());
+    EXPECT_EQ(forward, expected);
+    std::reverse(backward.begin(), backward.end());
+    EXPECT_EQ(backward, expected);
+    for (int i = 0; i < 160; ++i) {
+      const std::string k = KeyOf(i);
+      it->Seek(k);
+      auto at_or_after = model.lower_bound(k);
+      if (at_or_after == model.end()) {
+        EXPECT_FALSE(it->Valid()) << "Seek " << k;
+      } else {
+        ASSERT_TRUE(it->Valid()) << "Seek " << k;
+        EXPECT_EQ(it->key().ToString(), at_or_after->first) << "Seek " << k;
+      }
+      it->SeekForPrev(k);
+      auto after = model.upper_bound(k);
+      if (after == model.begin()) {
+        EXPECT_FALSE(it->Valid()) << "SeekForPrev " << k;
+      } else {
+        ASSERT_TRUE(it->Valid()) << "SeekForPrev " << k;
+        EXPECT_EQ(it->key().ToString(), std::prev(after)->first) << "SeekForPrev " << k;
+      }
+    }
+  }
+
+  void ExpectEverything() {
+    ASSERT_NO_FATAL_FAILURE(ExpectReads(model_, nullptr));
+    ASSERT_NO_FATAL_FAILURE(ExpectWalks(model_, nullptr));
+    for (const auto& [snapshot, model] : snapshots_) {
+      ASSERT_NO_FATAL_FAILURE(ExpectReads(model, snapshot));
+      ASSERT_NO_FATAL_FAILURE(ExpectWalks(model, snapshot));
+    }
+  }
+
+  test::TempDir dir_;
+  std::unique_ptr<rocksdb::DB> db_;
+  Model model_;
+  int written_ = 0;
+  std::vector<std::pair<const rocksdb::Snapshot*, Model>> snapshots_;
+};
+
+TEST_F(HashListMemTableTest, ReadsAndWalksMatchAModelBeforeAndAfterFlushes) {
+  std::mt19937 random(20261203);
+  ASSERT_NO_FATAL_FAILURE(RandomWrites(1500, &random));
+  TakeSnapshot();
+  ASSERT_NO_FATAL_FAILURE(RandomWrites(1500, &random));
+  ASSERT_NO_FATAL_FAILURE(ExpectEverything());  // All in the memtable.
+
+  // The flush writes what an ordered walk of the memtable gives.
+  ASSERT_TRUE(db_->Flush(rocksdb::FlushOptions()).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectEverything());
+
+  // A new memtable over the flushed file, with a snapshot of each.
+  ASSERT_NO_FATAL_FAILURE(RandomWrites(1000, &random));
+  TakeSnapshot();
+  ASSERT_NO_FATAL_FAILURE(RandomWrites(1000, &random));
+  ASSERT_NO_FATAL_FAILURE(ExpectEverything());
+  ASSERT_TRUE(db_->Flush(rocksdb::FlushOptions()).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectEverything());
+}
+
+// One writer raises each key's value in turn while readers read: a reader
+// sees every write acknowledged before its read began, and no value that
+// was never written.
+TEST_F(HashListMemTableTest, ConcurrentReadersSeeEveryAcknowledgedWrite) {
+  constexpr int kKeys = 64;
+  constexpr int kRounds = 60;
+  constexpr int kReaders = 3;
+  std::vector<std::atomic<int>> acknowledged(kKeys);  // Last value acknowledged per key.
+  for (auto& a : acknowledged) a.store(-1);
+  std::atomic<bool> writing{true};
+  std::thread writer([&] {
+    for (int round = 0; round < kRounds; ++round) {
+      for (int i = 0; i < kKeys; ++i) {
+        if (!db_->Put(rocksdb::WriteOptions(), KeyOf(i), std::to_string(round)).ok()) return;
+        acknowledged[i].store(round);
+      }
+    }
+    writing.store(false);
+  });
+  std::vector<std::string> errors(kReaders);
+  std::vector<std::thread> readers;
+  for (int t = 0; t < kReaders; ++t) {
+    readers.emplace_back([&, t] {
+      std::mt19937 random(t);
+      while (writing.load() && errors[t].empty()) {
+        const int i = static_cast<int>(random() % kKeys);
+        const int before = acknowledged[i].load();
+        std::string value;
+        const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), KeyOf(i), &value);
+        if (s.IsNotFound()) {
+          if (before >= 0) errors[t] = KeyOf(i) + " not found after a write was acknowledged";
+          continue;
+        }
+        if (!s.ok()) {
+          errors[t] = s.ToString();
+        } else if (std::stoi(value) < before || std::stoi(value) >= kRounds) {
+          errors[t] = KeyOf(i) + " read " + value + " after " + std::to_string(before);
+        }
+      }
+    });
+  }
+  writer.join();
+  for (std::thread& reader : readers) reader.join();
+  EXPECT_FALSE(writing.load()) << "the writer failed";
+  for (int t = 0; t < kReaders; ++t) EXPECT_EQ(errors[t], "") << "reader " << t;
+  for (int i = 0; i < kKeys; ++i) {
+    std::string value;
+    ASSERT_TRUE(db_->Get(rocksdb::ReadOptions(), KeyOf(i), &value).ok());
+    EXPECT_EQ(value, std::to_string(kRounds - 1));
+  }
+}
+
+}  // namespace
+}  // namespace dedup::storage
