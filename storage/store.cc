@@ -159,22 +159,22 @@ const std::string& FamilyKey(const DataDir& dir, uint32_t shard, const std::stri
   return *scratch;
 }
 
-// Counts the record `t` answers with against a batch's answer budget, of
-// which `*spent` bytes are spent: false, and nothing spent, when it does not
-// fit. The first answer always fits, and so does one that writes.
-bool SpendAnswerBudget(const Transition& t, size_t budget, size_t* spent) {
-  const Record& answered = t.result.record;
+// OK when `t` can be answered: it did not fail, and the record it answers
+// with fits what is left of the batch's answer budget (`*spent` of
+// `budget` spent so far), which it then spends. The first answer always
+// fits, and so does one that writes. Otherwise, the error to answer.
+absl::Status AdmitAnswer(const absl::StatusOr<Transition>& t, size_t budget, size_t* spent) {
+  if (!t.ok()) return t.status();
+  const Record& answered = t->result.record;
   const size_t bytes = answered.key.size() + answered.owner.size() + answered.fingerprint.size() +
                        answered.result.size();
-  if (!t.write && *spent > 0 && bytes > budget - *spent) return false;
+  if (!t->write && *spent > 0 && bytes > budget - *spent) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("answer of this batch is over its budget of ", budget,
+                     " bytes of records; ask for this item again in a smaller batch"));
+  }
   *spent += std::min(bytes, budget - *spent);
-  return true;
-}
-
-absl::Status OverAnswerBudget(size_t budget) {
-  return absl::ResourceExhaustedError(
-      absl::StrCat("answer of this batch is over its budget of ", budget,
-                   " bytes of records; ask for this item again in a smaller batch"));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -268,12 +268,8 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
       if (replicator != nullptr) return replicator->NextToken(shard);
       return dir_->tokens(shard)->Next();
     });
-    if (!t.ok()) {
-      results.push_back(t.status());
-      continue;
-    }
-    if (!SpendAnswerBudget(*t, answer_budget_bytes, &answer_bytes)) {
-      results.push_back(OverAnswerBudget(answer_budget_bytes));
+    if (absl::Status refused = AdmitAnswer(t, answer_budget_bytes, &answer_bytes); !refused.ok()) {
+      results.push_back(std::move(refused));
       continue;
     }
     if (t->write) {
@@ -372,12 +368,8 @@ std::optional<std::vector<absl::StatusOr<OpResult>>> Store::AnswerWithoutWriting
           return absl::AbortedError("a winning claim writes");
         });
     if (wins || (t.ok() && t->write)) return std::nullopt;
-    if (!t.ok()) {
-      results.push_back(t.status());
-      continue;
-    }
-    if (!SpendAnswerBudget(*t, answer_budget_bytes, &answer_bytes)) {
-      results.push_back(OverAnswerBudget(answer_budget_bytes));
+    if (absl::Status refused = AdmitAnswer(t, answer_budget_bytes, &answer_bytes); !refused.ok()) {
+      results.push_back(std::move(refused));
       continue;
     }
     t->result.now_ms = *now_ms;

@@ -109,24 +109,22 @@ class HashListMemTableTest : public ::testing::Test {
     EXPECT_EQ(forward, expected);
     std::reverse(backward.begin(), backward.end());
     EXPECT_EQ(backward, expected);
+    // Where `it` should be: at `want`, or invalid at the model's end.
+    auto expect_at = [&](Model::const_iterator want, const std::string& what) {
+      if (want == model.end()) {
+        EXPECT_FALSE(it->Valid()) << what;
+      } else {
+        ASSERT_TRUE(it->Valid()) << what;
+        EXPECT_EQ(it->key().ToString(), want->first) << what;
+      }
+    };
     for (int i = 0; i < 160; ++i) {
       const std::string k = KeyOf(i);
       it->Seek(k);
-      auto at_or_after = model.lower_bound(k);
-      if (at_or_after == model.end()) {
-        EXPECT_FALSE(it->Valid()) << "Seek " << k;
-      } else {
-        ASSERT_TRUE(it->Valid()) << "Seek " << k;
-        EXPECT_EQ(it->key().ToString(), at_or_after->first) << "Seek " << k;
-      }
+      expect_at(model.lower_bound(k), "Seek " + k);
       it->SeekForPrev(k);
       auto after = model.upper_bound(k);
-      if (after == model.begin()) {
-        EXPECT_FALSE(it->Valid()) << "SeekForPrev " << k;
-      } else {
-        ASSERT_TRUE(it->Valid()) << "SeekForPrev " << k;
-        EXPECT_EQ(it->key().ToString(), std::prev(after)->first) << "SeekForPrev " << k;
-      }
+      expect_at(after == model.begin() ? model.end() : std::prev(after), "SeekForPrev " + k);
     }
   }
 
