@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <new>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -32,6 +34,54 @@ template <typename T>
 void* AlignFor(char* raw) {
   const auto address = reinterpret_cast<uintptr_t>(raw);
   return reinterpret_cast<void*>((address + alignof(T) - 1) & ~uintptr_t{alignof(T) - 1});
+}
+
+// The parts of a memtable entry (varint32 length, internal key: user key
+// then an 8-byte trailer of sequence and type, then the value) that order
+// it.
+struct OrderedKey {
+  std::string_view user_key;
+  uint64_t trailer;  // Sequence << 8 | type, written little-endian.
+};
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "RocksDB writes the trailer little-endian; it is read here with memcpy");
+
+OrderedKey FromEntry(const char* entry) {
+  uint32_t size = 0;
+  int shift = 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(entry);
+  while (*p & 0x80) {
+    size |= static_cast<uint32_t>(*p++ & 0x7f) << shift;
+    shift += 7;
+  }
+  size |= static_cast<uint32_t>(*p++) << shift;
+  const char* key = reinterpret_cast<const char*>(p);
+  uint64_t trailer;
+  std::memcpy(&trailer, key + size - 8, 8);
+  return {std::string_view(key, size - 8), trailer};
+}
+
+// RocksDB's internal-key order over the bytewise user comparator: user
+// keys ascending (as unsigned bytes), then the newest (largest trailer)
+// first.
+int InternalOrder(const OrderedKey& a, const OrderedKey& b) {
+  if (const int by_key = a.user_key.compare(b.user_key); by_key != 0) return by_key;
+  return a.trailer > b.trailer ? -1 : a.trailer < b.trailer ? 1 : 0;
+}
+
+// Eight bytes of `user_key` from `offset` on, as a big-endian number,
+// zero-padded past its end: numbers in this order agree with the bytewise
+// order of keys that share their first `offset` bytes, and keys whose
+// windows are equal need a full comparison.
+uint64_t SortWindow(std::string_view user_key, size_t offset) {
+  uint64_t window = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    const size_t at = offset + i;
+    const uint64_t byte = at < user_key.size() ? static_cast<unsigned char>(user_key[at]) : 0;
+    window |= byte << (8 * (7 - i));
+  }
+  return window;
 }
 
 class HashListRep;
@@ -117,7 +167,8 @@ class HashListRep final : public MemTableRep {
         compare_(compare),
         transform_(transform),
         bucket_count_(bucket_count),
-        buckets_(new std::atomic<Node*>[bucket_count]) {
+        buckets_(new std::atomic<Node*>[bucket_count]),
+        bytewise_(OrdersBytewise(compare)) {
     for (size_t i = 0; i < bucket_count_; ++i)
       buckets_[i].store(nullptr, std::memory_order_relaxed);
   }
@@ -174,15 +225,7 @@ class HashListRep final : public MemTableRep {
   size_t ApproximateMemoryUsage() override { return bucket_count_ * sizeof(std::atomic<Node*>); }
 
   Iterator* GetIterator(rocksdb::Arena* arena) override {
-    std::vector<const char*> sorted;
-    for (size_t i = 0; i < bucket_count_; ++i) {
-      for (Node* node = buckets_[i].load(std::memory_order_acquire); node != nullptr;
-           node = node->next.load(std::memory_order_acquire)) {
-        sorted.push_back(node->Key());
-      }
-    }
-    std::sort(sorted.begin(), sorted.end(),
-              [this](const char* a, const char* b) { return compare_(a, b) < 0; });
+    std::vector<const char*> sorted = SortedEntries();
     const char** keys = new const char*[sorted.size()];
     std::copy(sorted.begin(), sorted.end(), keys);
     if (arena == nullptr) return new SortedIterator(compare_, keys, sorted.size(), nullptr);
@@ -221,6 +264,83 @@ class HashListRep final : public MemTableRep {
     return buckets_[hash % bucket_count_];
   }
 
+  // Every entry, in RocksDB's order. A flush makes this walk of every
+  // entry, and a sort that compares entries through RocksDB's comparator
+  // reads two entries scattered over the memtable per comparison (a
+  // cache miss each, about 17 comparisons per entry at 150,000 entries).
+  // With the bytewise comparator, entries are sorted instead by eight
+  // bytes of their keys kept beside the pointer, taken after the prefix
+  // that every key shares (a namespace, often), and only entries whose
+  // eight bytes are equal (versions of one key, mostly) are compared in
+  // full.
+  std::vector<const char*> SortedEntries() const {
+    std::vector<const char*> entries;
+    std::string_view first;
+    size_t shared = 0;  // Bytes every user key shares with `first`.
+    for (size_t i = 0; i < bucket_count_; ++i) {
+      for (Node* node = buckets_[i].load(std::memory_order_acquire); node != nullptr;
+           node = node->next.load(std::memory_order_acquire)) {
+        entries.push_back(node->Key());
+        if (!bytewise_) continue;
+        const std::string_view user_key = FromEntry(node->Key()).user_key;
+        if (entries.size() == 1) {
+          first = user_key;
+          shared = user_key.size();
+        } else {
+          const size_t limit = std::min(shared, user_key.size());
+          size_t same = 0;
+          while (same < limit && first[same] == user_key[same]) ++same;
+          shared = same;
+        }
+      }
+    }
+    if (!bytewise_) {
+      std::sort(entries.begin(), entries.end(),
+                [this](const char* a, const char* b) { return compare_(a, b) < 0; });
+      return entries;
+    }
+    struct Keyed {
+      uint64_t window;
+      const char* entry;
+    };
+    std::vector<Keyed> keyed;
+    keyed.reserve(entries.size());
+    for (const char* entry : entries) {
+      keyed.push_back({SortWindow(FromEntry(entry).user_key, shared), entry});
+    }
+    std::sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
+      if (a.window != b.window) return a.window < b.window;
+      return InternalOrder(FromEntry(a.entry), FromEntry(b.entry)) < 0;
+    });
+    for (size_t i = 0; i < keyed.size(); ++i) entries[i] = keyed[i].entry;
+    return entries;
+  }
+
+  // Whether `compare` orders entries as InternalOrder does: checked once
+  // per memtable on entries whose order tells the bytewise comparator
+  // from others (reversed, length first, signed bytes). Every shard
+  // family uses the bytewise one; any other gets the plain sort.
+  static bool OrdersBytewise(const KeyComparator& compare) {
+    const auto entry = [](std::string_view user_key, uint64_t sequence) {
+      std::string out(1, static_cast<char>(user_key.size() + 8));
+      out.append(user_key);
+      const uint64_t trailer = sequence << 8 | 1;  // A value.
+      out.append(reinterpret_cast<const char*>(&trailer), 8);
+      return out;
+    };
+    const std::string samples[] = {
+        entry("a", 5),  entry("a", 6), entry("ab", 1),   entry("b", 9),
+        entry("ba", 2), entry("", 3),  entry("\xff", 4), entry(std::string_view("a\0b", 3), 7)};
+    for (const std::string& a : samples) {
+      for (const std::string& b : samples) {
+        const int theirs = compare(a.data(), b.data());
+        const int ours = InternalOrder(FromEntry(a.data()), FromEntry(b.data()));
+        if ((theirs < 0) != (ours < 0) || (theirs > 0) != (ours > 0)) return false;
+      }
+    }
+    return true;
+  }
+
   Shell* TakeShell() {
     absl::MutexLock lock(&shells_mu_);
     for (Shell* shell : shells_) {
@@ -237,6 +357,7 @@ class HashListRep final : public MemTableRep {
   const rocksdb::SliceTransform* const transform_;
   const size_t bucket_count_;
   const std::unique_ptr<std::atomic<Node*>[]> buckets_;
+  const bool bytewise_;  // compare_ is RocksDB's order over bytewise user keys.
   absl::Mutex shells_mu_;
   std::vector<Shell*> shells_ ABSL_GUARDED_BY(shells_mu_);
 };
