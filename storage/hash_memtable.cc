@@ -86,15 +86,17 @@ uint64_t SortWindow(std::string_view user_key, size_t offset) {
 
 class HashListRep;
 
-// A bucket's entries from a Seek on: what RocksDB's point read walks (its
-// default MemTableRep::Get: Seek, then Next while the key matches). Only
+// The entries of one user key, newest first, from the first one a
+// snapshot sees: what RocksDB's point read walks (its default
+// MemTableRep::Get: Seek, then Next while the entry is of the key sought).
+// It walks the key's bucket and skips the entries of other keys. Only
 // Seek and Next position it; the other moves leave it invalid.
 class BucketIterator final : public MemTableRep::Iterator {
  public:
   explicit BucketIterator(const HashListRep* rep) : rep_(rep) {}
   bool Valid() const override { return node_ != nullptr; }
   const char* key() const override { return node_->Key(); }
-  void Next() override { node_ = node_->next.load(std::memory_order_acquire); }
+  void Next() override;
   void Prev() override { node_ = nullptr; }
   void Seek(const Slice& internal_key, const char* memtable_key) override;
   void SeekForPrev(const Slice&, const char*) override { node_ = nullptr; }
@@ -102,7 +104,11 @@ class BucketIterator final : public MemTableRep::Iterator {
   void SeekToLast() override { node_ = nullptr; }
 
  private:
+  // From `node` on, the first entry of user_key_.
+  static Node* OfKey(Node* node, std::string_view user_key);
+
   const HashListRep* const rep_;
+  std::string_view user_key_;  // The key sought, in RocksDB's lookup key.
   Node* node_ = nullptr;
 };
 
@@ -162,13 +168,14 @@ alignas(BucketIterator) thread_local unsigned char point_read_iterator[sizeof(Bu
 class HashListRep final : public MemTableRep {
  public:
   HashListRep(const KeyComparator& compare, rocksdb::Allocator* allocator,
-              const rocksdb::SliceTransform* transform, size_t bucket_count)
+              const rocksdb::SliceTransform* transform, size_t bucket_count, bool walk_every_insert)
       : MemTableRep(allocator),
         compare_(compare),
         transform_(transform),
         bucket_count_(bucket_count),
         buckets_(new std::atomic<Node*>[bucket_count]),
-        bytewise_(OrdersBytewise(compare)) {
+        bytewise_(OrdersBytewise(compare)),
+        walk_every_insert_(walk_every_insert) {
     for (size_t i = 0; i < bucket_count_; ++i)
       buckets_[i].store(nullptr, std::memory_order_relaxed);
   }
@@ -190,24 +197,40 @@ class HashListRep final : public MemTableRep {
     return node;
   }
 
-  // The single writer: links the entry before the first larger one.
+  // The single writer. A bucket keeps its entries in no key order; what
+  // it keeps is that each user key's entries come newest first, which is
+  // what a point read needs. RocksDB's one writer inserts in sequence
+  // order, so an entry newer than every entry so far goes first in its
+  // bucket without a look at the others (one cache miss, where keeping
+  // the bucket in key order read and compared its entries). An older one
+  // goes before the first entry of its key that is older still.
   void Insert(rocksdb::KeyHandle handle) override {
     Node* entry = static_cast<Node*>(handle);
+    const OrderedKey key = FromEntry(entry->Key());
     std::atomic<Node*>* link = &Bucket(UserKey(entry->Key()));
     Node* next = link->load(std::memory_order_relaxed);
-    while (next != nullptr && compare_(next->Key(), entry->Key()) < 0) {
-      link = &next->next;
-      next = link->load(std::memory_order_relaxed);
+    const uint64_t sequence = key.trailer >> 8;
+    if (sequence >= newest_sequence_ && !walk_every_insert_) {
+      newest_sequence_ = sequence;
+    } else {
+      newest_sequence_ = std::max(newest_sequence_, sequence);
+      while (next != nullptr) {
+        const OrderedKey there = FromEntry(next->Key());
+        if (there.user_key == key.user_key && there.trailer < key.trailer) break;
+        link = &next->next;
+        next = link->load(std::memory_order_relaxed);
+      }
     }
     entry->next.store(next, std::memory_order_relaxed);
     link->store(entry, std::memory_order_release);  // Readers see it whole.
   }
 
   bool Contains(const char* key) const override {
+    const OrderedKey wanted = FromEntry(key);
     for (Node* node = First(UserKey(key)); node != nullptr;
          node = node->next.load(std::memory_order_acquire)) {
-      const int order = compare_(node->Key(), key);
-      if (order >= 0) return order == 0;
+      const OrderedKey there = FromEntry(node->Key());
+      if (there.user_key == wanted.user_key && there.trailer == wanted.trailer) return true;
     }
     return false;
   }
@@ -247,7 +270,6 @@ class HashListRep final : public MemTableRep {
   Node* First(const Slice& user_key) const {
     return Bucket(user_key).load(std::memory_order_acquire);
   }
-  const KeyComparator& compare() const { return compare_; }
 
  private:
   struct Shell {
@@ -357,38 +379,62 @@ class HashListRep final : public MemTableRep {
   const rocksdb::SliceTransform* const transform_;
   const size_t bucket_count_;
   const std::unique_ptr<std::atomic<Node*>[]> buckets_;
-  const bool bytewise_;  // compare_ is RocksDB's order over bytewise user keys.
+  const bool bytewise_;           // compare_ is RocksDB's order over bytewise user keys.
+  const bool walk_every_insert_;  // Tests: Insert's walk for out-of-order entries, always.
+  uint64_t newest_sequence_ = 0;  // The writer's only.
   absl::Mutex shells_mu_;
   std::vector<Shell*> shells_ ABSL_GUARDED_BY(shells_mu_);
 };
 
-void BucketIterator::Seek(const Slice& internal_key, const char*) {
-  const Slice user_key(internal_key.data(), internal_key.size() - 8);
-  node_ = rep_->First(user_key);
-  while (node_ != nullptr && rep_->compare()(node_->Key(), internal_key) < 0) {
-    node_ = node_->next.load(std::memory_order_acquire);
+Node* BucketIterator::OfKey(Node* node, std::string_view user_key) {
+  while (node != nullptr && FromEntry(node->Key()).user_key != user_key) {
+    node = node->next.load(std::memory_order_acquire);
   }
+  return node;
+}
+
+// The lookup key's trailer holds the snapshot's sequence: entries of the
+// key with a larger trailer are newer than the snapshot.
+void BucketIterator::Seek(const Slice& internal_key, const char*) {
+  uint64_t snapshot;
+  std::memcpy(&snapshot, internal_key.data() + internal_key.size() - 8, 8);
+  user_key_ = std::string_view(internal_key.data(), internal_key.size() - 8);
+  node_ = OfKey(rep_->First(Slice(user_key_.data(), user_key_.size())), user_key_);
+  while (node_ != nullptr && FromEntry(node_->Key()).trailer > snapshot) {
+    node_ = OfKey(node_->next.load(std::memory_order_acquire), user_key_);
+  }
+}
+
+void BucketIterator::Next() {
+  node_ = OfKey(node_->next.load(std::memory_order_acquire), user_key_);
 }
 
 class HashListFactory final : public rocksdb::MemTableRepFactory {
  public:
-  explicit HashListFactory(size_t bucket_count) : bucket_count_(bucket_count) {}
+  HashListFactory(size_t bucket_count, bool walk_every_insert)
+      : bucket_count_(bucket_count), walk_every_insert_(walk_every_insert) {}
   const char* Name() const override { return "DedupHashListMemTable"; }
   MemTableRep* CreateMemTableRep(const MemTableRep::KeyComparator& compare,
                                  rocksdb::Allocator* allocator,
                                  const rocksdb::SliceTransform* transform,
                                  rocksdb::Logger*) override {
-    return new HashListRep(compare, allocator, transform, bucket_count_);
+    return new HashListRep(compare, allocator, transform, bucket_count_, walk_every_insert_);
   }
 
  private:
   const size_t bucket_count_;
+  const bool walk_every_insert_;
 };
 
 }  // namespace
 
 rocksdb::MemTableRepFactory* NewHashListMemTableFactory(size_t bucket_count) {
-  return new HashListFactory(std::max<size_t>(bucket_count, 1));
+  return new HashListFactory(std::max<size_t>(bucket_count, 1), /*walk_every_insert=*/false);
+}
+
+rocksdb::MemTableRepFactory* NewHashListMemTableFactoryForTesting(size_t bucket_count,
+                                                                  bool walk_every_insert) {
+  return new HashListFactory(std::max<size_t>(bucket_count, 1), walk_every_insert);
 }
 
 }  // namespace dedup::storage

@@ -7,12 +7,14 @@
 
 namespace dedup::storage {
 
-// A memtable of hash buckets, each a sorted singly linked list, for shard
+// A memtable of hash buckets, each a singly linked list, for shard
 // families whose keys come in random order (StoreOptions::hash_memtable):
 //  - a write hashes the key's prefix (the family's prefix extractor) to a
-//    bucket and links the entry into its list in internal-key order;
-//  - a point read walks one bucket;
-//  - an ordered walk (a flush, a scan) sorts an array of the entries once.
+//    bucket and, being newer than every entry so far, goes first in it:
+//    a bucket keeps each key's entries newest first, and no key order;
+//  - a point read walks one bucket for the entries of its key;
+//  - an ordered walk (a flush, a scan) sorts an array of the entries once,
+//    by eight bytes of each key kept beside its pointer.
 //
 // It does for this store what RocksDB's hash skip list did, without two
 // costs measured there (bench/RESULTS.md "A memtable of our own"):
@@ -35,6 +37,12 @@ namespace dedup::storage {
 //    and never freed, and its Arena type is internal: such an iterator
 //    lives in storage the memtable keeps and reuses, freed with it.
 rocksdb::MemTableRepFactory* NewHashListMemTableFactory(size_t bucket_count);
+
+// For tests: with `walk_every_insert`, every insert takes the walk meant
+// for an entry older than one already in the memtable, which RocksDB's
+// single writer never inserts, so that the walk is tested too.
+rocksdb::MemTableRepFactory* NewHashListMemTableFactoryForTesting(size_t bucket_count,
+                                                                  bool walk_every_insert);
 
 }  // namespace dedup::storage
 

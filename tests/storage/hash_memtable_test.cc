@@ -28,12 +28,14 @@ namespace {
 
 using Model = std::map<std::string, std::string>;  // Live keys only.
 
-class HashListMemTableTest : public ::testing::Test {
+// The parameter: every insert takes the walk meant for an entry older than
+// one already there (NewHashListMemTableFactoryForTesting).
+class HashListMemTableTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     rocksdb::Options options;
     options.create_if_missing = true;
-    options.memtable_factory.reset(NewHashListMemTableFactory(4));
+    options.memtable_factory.reset(NewHashListMemTableFactoryForTesting(4, GetParam()));
     options.prefix_extractor.reset(rocksdb::NewCappedPrefixTransform(3));
     options.allow_concurrent_memtable_write = false;
     options.write_buffer_size = 64 << 20;  // Flushed only when a test says so.
@@ -144,7 +146,7 @@ class HashListMemTableTest : public ::testing::Test {
   std::vector<std::pair<const rocksdb::Snapshot*, Model>> snapshots_;
 };
 
-TEST_F(HashListMemTableTest, ReadsAndWalksMatchAModelBeforeAndAfterFlushes) {
+TEST_P(HashListMemTableTest, ReadsAndWalksMatchAModelBeforeAndAfterFlushes) {
   std::mt19937 random(20261203);
   ASSERT_NO_FATAL_FAILURE(RandomWrites(1500, &random));
   TakeSnapshot();
@@ -169,7 +171,7 @@ TEST_F(HashListMemTableTest, ReadsAndWalksMatchAModelBeforeAndAfterFlushes) {
 // zero bytes, are prefixes of each other, hold 0xff bytes or differ only
 // past those eight bytes still come out in bytewise order, and each key's
 // versions newest first, with and without a snapshot.
-TEST_F(HashListMemTableTest, OrderedWalksSortKeysThatShareLongPrefixes) {
+TEST_P(HashListMemTableTest, OrderedWalksSortKeysThatShareLongPrefixes) {
   const std::string shared = std::string("tenant-0001", 11) + '\0' + "order-";
   const std::vector<std::string> suffixes = {"",
                                              std::string(1, '\0'),
@@ -215,7 +217,7 @@ TEST_F(HashListMemTableTest, OrderedWalksSortKeysThatShareLongPrefixes) {
 // One writer raises each key's value in turn while readers read: a reader
 // sees every write acknowledged before its read began, and no value that
 // was never written.
-TEST_F(HashListMemTableTest, ConcurrentReadersSeeEveryAcknowledgedWrite) {
+TEST_P(HashListMemTableTest, ConcurrentReadersSeeEveryAcknowledgedWrite) {
   constexpr int kKeys = 64;
   constexpr int kRounds = 60;
   constexpr int kReaders = 3;
@@ -263,6 +265,11 @@ TEST_F(HashListMemTableTest, ConcurrentReadersSeeEveryAcknowledgedWrite) {
     EXPECT_EQ(value, std::to_string(kRounds - 1));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Inserts, HashListMemTableTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "WalkEveryInsert" : "NewestFirst";
+                         });
 
 }  // namespace
 }  // namespace dedup::storage
