@@ -76,6 +76,11 @@ int main(int argc, char** argv) {
             "--warmup_fraction in [0, 1), --memtable hash or skiplist\n");
     return 2;
   }
+  if (!absl::GetFlag(FLAGS_dir).empty() && std::filesystem::exists(absl::GetFlag(FLAGS_dir))) {
+    fprintf(stderr, "dedup_store_floor: --dir %s exists; give a path to create\n",
+            absl::GetFlag(FLAGS_dir).c_str());
+    return 2;
+  }
   dedup::storage::StoreOptions options;
   options.path = absl::GetFlag(FLAGS_dir).empty() ? NewTempDir() : absl::GetFlag(FLAGS_dir);
   options.new_shards = static_cast<uint32_t>(absl::GetFlag(FLAGS_shards));
