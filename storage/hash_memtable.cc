@@ -207,7 +207,7 @@ class HashListRep final : public MemTableRep {
   void Insert(rocksdb::KeyHandle handle) override {
     Node* entry = static_cast<Node*>(handle);
     const OrderedKey key = FromEntry(entry->Key());
-    std::atomic<Node*>* link = &Bucket(UserKey(entry->Key()));
+    std::atomic<Node*>* link = &Bucket(Slice(key.user_key.data(), key.user_key.size()));
     Node* next = link->load(std::memory_order_relaxed);
     const uint64_t sequence = key.trailer >> 8;
     if (sequence >= newest_sequence_ && !walk_every_insert_) {
@@ -227,7 +227,7 @@ class HashListRep final : public MemTableRep {
 
   bool Contains(const char* key) const override {
     const OrderedKey wanted = FromEntry(key);
-    for (Node* node = First(UserKey(key)); node != nullptr;
+    for (Node* node = First(Slice(wanted.user_key.data(), wanted.user_key.size())); node != nullptr;
          node = node->next.load(std::memory_order_acquire)) {
       const OrderedKey there = FromEntry(node->Key());
       if (there.user_key == wanted.user_key && there.trailer == wanted.trailer) return true;
