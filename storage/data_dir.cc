@@ -15,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/listener.h"
 #include "rocksdb/memtablerep.h"
@@ -186,9 +188,12 @@ absl::Status DataDir::OpenDb(CompactionDrops* drops) {
   statistics_ = rocksdb::CreateDBStatistics();
   statistics_->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);
   db_options.statistics = statistics_;
+  std::shared_ptr<rocksdb::FileSystem> files = rocksdb::FileSystem::Default();
   if (options_.env_for_testing != nullptr && options_.env_for_testing->env != nullptr) {
-    db_options.env = options_.env_for_testing->env.get();
+    files = options_.env_for_testing->env->GetFileSystem();
   }
+  env_ = rocksdb::NewCompositeEnv(WalFence::Wrap(std::move(files), &wal_fence_));
+  db_options.env = env_.get();
 
   const uint32_t shards = options_.shards != 0       ? options_.shards
                           : options_.new_shards != 0 ? options_.new_shards
@@ -324,8 +329,7 @@ absl::Status DataDir::LoadTokenCeilings() {
     }
     tokens_.push_back(
         std::make_unique<TokenAllocator>(ceiling, options_.token_block, [this, i](uint64_t next) {
-          return FromRocks(db_->Put(Synced(), meta_, CeilingKey(i), std::to_string(next)),
-                           "cannot persist token ceiling");
+          return PutSynced(CeilingKey(i), std::to_string(next), "cannot persist token ceiling");
         }));
   }
   return absl::OkStatus();
@@ -342,19 +346,40 @@ absl::Status DataDir::LoadClockMark() {
     return FromRocks(s, "cannot read the high-water mark of time");
   }
   time_->Start(mark, [this](int64_t next) {
-    return FromRocks(db_->Put(Synced(), meta_, kClockMarkKey, std::to_string(next)),
+    return PutSynced(kClockMarkKey, std::to_string(next),
                      "cannot persist the high-water mark of time");
   });
   return absl::OkStatus();
 }
 
+absl::Status DataDir::PutSynced(absl::string_view key, absl::string_view value,
+                                absl::string_view what) {
+  absl::Status status =
+      FromRocks(db_->Put(rocksdb::WriteOptions(), meta_, rocksdb::Slice(key.data(), key.size()),
+                         rocksdb::Slice(value.data(), value.size())),
+                what);
+  if (!status.ok()) return status;
+  return SyncWal(what);
+}
+
 absl::Status DataDir::BackgroundError() const { return listener_->error(); }
+
+absl::Status DataDir::SyncWal(absl::string_view what) {
+  absl::Status fenced = wal_fence_.BeginSync();
+  if (!fenced.ok()) return absl::Status(fenced.code(), absl::StrCat(what, ": ", fenced.message()));
+  absl::Status synced = FromRocks(db_->SyncWAL(), what);
+  wal_fence_.EndSync();
+  return synced;
+}
 
 absl::Status DataDir::Recover() {
   absl::Status error = BackgroundError();
   if (!absl::IsResourceExhausted(error)) return error;
   absl::Status resumed = FromRocks(db_->Resume(), "storage cannot resume");
   if (!resumed.ok()) return resumed;
+  // Resuming flushed the memtables, which moves writes to a new WAL: syncs
+  // may run again.
+  wal_fence_.Reset();
   return BackgroundError();
 }
 

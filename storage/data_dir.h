@@ -16,6 +16,7 @@
 #include "storage/storage_time.h"
 #include "storage/store.h"
 #include "storage/token_allocator.h"
+#include "storage/wal_fence.h"
 
 namespace dedup::storage {
 
@@ -95,6 +96,19 @@ class DataDir {
   // is in force RocksDB accepts no writes and must not be asked to sync.
   absl::Status BackgroundError() const;
 
+  // Syncs the WAL, every write that returned before the call included,
+  // beside writes in flight (DB::SyncWAL). After a failed write to the WAL
+  // it syncs nothing and returns that failure: RESOURCE_EXHAUSTED for a
+  // full disk, which Recover() can clear, UNAVAILABLE otherwise (WalFence
+  // says why). `what` names the sync in an error.
+  absl::Status SyncWal(absl::string_view what);
+
+  // Writes `key` in the meta family and syncs the WAL through SyncWal, not
+  // as a write with `sync` set: a SyncWAL waits for such a write, and if
+  // that write's append failed, the write would wait for the SyncWAL in
+  // turn (WalFence).
+  absl::Status PutSynced(absl::string_view key, absl::string_view value, absl::string_view what);
+
   // After a RESOURCE_EXHAUSTED background error, asks RocksDB to resume
   // (DB::Resume flushes the memtables and starts a new WAL); returns OK
   // once writes are accepted again. Any other error is returned as it is:
@@ -113,6 +127,10 @@ class DataDir {
 
   const StoreOptions options_;
   std::shared_ptr<ErrorListener> listener_;
+  // RocksDB runs on a file system that reports failed WAL writes to the
+  // fence (wal_fence.h). Both outlive db_.
+  WalFence wal_fence_;
+  std::unique_ptr<rocksdb::Env> env_;
   // Made before RocksDB opens (the compaction filter reads it) and started
   // once the stored mark is read.
   const std::unique_ptr<StorageTime> time_;

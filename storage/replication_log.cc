@@ -333,7 +333,7 @@ absl::Status ReplicationLog::AppendAfter(uint32_t shard, uint64_t leader_epoch, 
 
 absl::Status ReplicationLog::SyncAppends() {
   if (durability_ != Durability::kFsync) return absl::OkStatus();
-  return FromRocks(dir_->db()->SyncWAL(), "syncing the log");
+  return dir_->SyncWal("syncing the log");
 }
 
 bool ReplicationLog::Joined() const { return joined_.load(); }

@@ -62,9 +62,9 @@ Store::~Store() {
     sync_thread_.join();
   }
   if (dir_ == nullptr) return;
-  // After a background error the WAL writer is broken; RocksDB refuses (and
-  // in builds with assertions, aborts on) further syncs through it.
-  if (BackgroundError().ok()) dir_->db()->SyncWAL().PermitUncheckedError();
+  // A last sync, unless storage has failed: then nothing more is made
+  // durable, and the sync would only fail again.
+  if (BackgroundError().ok()) dir_->SyncWal("final WAL sync failed").IgnoreError();
 }
 
 uint32_t Store::shard_count() const { return dir_->shard_count(); }
@@ -85,14 +85,7 @@ void Store::SyncLoop() {
     }
     // After a background error RocksDB accepts no writes: nothing to sync.
     if (!dir_->BackgroundError().ok()) continue;
-    absl::Status synced = FromRocks(dir_->db()->SyncWAL(), "background WAL sync failed");
-    if (synced.ok()) continue;
-    // Fail closed: writes acknowledged from now on might never be durable.
-    absl::MutexLock lock(&sync_mu_);
-    sync_error_ = absl::UnavailableError(
-        absl::StrCat(synced.message(), "; writes are refused until restart"));
-    sync_failed_ = true;
-    return;
+    if (!Sync("background WAL sync failed").ok() && sync_failed_) return;
   }
 }
 
@@ -137,9 +130,18 @@ absl::Status Store::SyncForGroup() {
   if (options_.env_for_testing != nullptr && options_.env_for_testing->unsynced_fsync) {
     return absl::OkStatus();
   }
-  absl::Status synced = FromRocks(dir_->db()->SyncWAL(), "WAL sync failed");
+  absl::Status synced = Sync("WAL sync failed");
+  return synced.ok() ? synced : absl::UnavailableError(synced.message());
+}
+
+absl::Status Store::Sync(absl::string_view what) {
+  absl::Status synced = dir_->SyncWal(what);
   if (synced.ok()) return synced;
-  // Fail closed, as after a failed background sync.
+  // A write that failed on a full disk: Recover() clears it once space
+  // returns.
+  if (absl::IsResourceExhausted(synced)) return synced;
+  // Anything else fails closed: writes acknowledged from now on might never
+  // be durable.
   absl::MutexLock lock(&sync_mu_);
   sync_error_ =
       absl::UnavailableError(absl::StrCat(synced.message(), "; writes are refused until restart"));
@@ -461,7 +463,7 @@ absl::Status Store::CompactAll() {
 absl::Status Store::Flush() {
   absl::Status status = dir_->BackgroundError();
   if (!status.ok()) return status;
-  status = FromRocks(dir_->db()->SyncWAL(), "WAL sync failed");
+  status = dir_->SyncWal("WAL sync failed");
   if (!status.ok()) return status;
   return FromRocks(dir_->db()->Flush(rocksdb::FlushOptions(), dir_->record_families()),
                    "flush failed");

@@ -245,8 +245,11 @@ class Store {
       size_t answer_budget_bytes) const;
   void SyncLoop();
   void GroupSyncLoop();
-  // One sync of the WAL for a group of waiters; fails the store on error.
+  // One sync of the WAL for a group of waiters, with Sync.
   absl::Status SyncForGroup();
+  // Syncs the WAL. A failure other than a full disk's fails the store
+  // closed (sync_failed_) until restart; the error names `what`.
+  absl::Status Sync(absl::string_view what);
 
   // Constant after Open.
   const StoreOptions options_;

@@ -1,0 +1,68 @@
+#ifndef DEDUP_STORAGE_WAL_FENCE_H_
+#define DEDUP_STORAGE_WAL_FENCE_H_
+
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "rocksdb/file_system.h"
+
+namespace dedup::storage {
+
+// Keeps DB::SyncWAL off a WAL whose write has failed.
+//
+// RocksDB 7.8's SyncWAL syncs beside writes in flight. When a write's
+// append to the WAL fails, the log's writer is left in an error state, and
+// until that write has recorded its background error, a SyncWAL reaching
+// the writer trips an assertion (`sync_without_flush_called_`). Debian's
+// RocksDB keeps its assertions, so the process aborts where a clean error
+// was due. Checking the background error before SyncWAL leaves that window
+// open. Syncing through RocksDB's write queue instead (a write with `sync`
+// set) closes it, but stops every write while the disk syncs: the group
+// sync would lose its overlap of writing and syncing.
+//
+// The fence closes the window from below, in the file system: WAL files
+// report a failed write to the fence before RocksDB sees it, and wait until
+// no sync is in progress. A sync begun after that finds the failure and
+// does not call SyncWAL. So no SyncWAL runs while a writer is in its error
+// state, and writes that succeed never wait.
+//
+// One case remains: a SyncWAL that waits for a write with `sync` set (which
+// marks the WAL as syncing) while that very write's append fails. The
+// failed write waits for the SyncWAL, and the SyncWAL for it, so the wait
+// ends after kFailedWriteWait and the assertion can trip as before.
+class WalFence {
+ public:
+  // How long a failed WAL write waits for syncs in progress.
+  static constexpr absl::Duration kFailedWriteWait = absl::Seconds(2);
+
+  // OK when the caller may call SyncWAL now, and must call EndSync after.
+  // Otherwise the failed WAL write's error: RESOURCE_EXHAUSTED for a full
+  // disk, UNAVAILABLE for anything else.
+  absl::Status BeginSync();
+  void EndSync();
+
+  // A WAL file's write failed with `error`; returns once no sync is in
+  // progress (or kFailedWriteWait has passed).
+  void WriteFailed(const rocksdb::IOStatus& error);
+
+  // After RocksDB has recovered from the failure (DB::Resume opens a new
+  // WAL), syncs may run again.
+  void Reset();
+
+  // `base` with every WAL file (a name ending in ".log") reporting its
+  // failed writes to `fence`, which must outlive it.
+  static std::shared_ptr<rocksdb::FileSystem> Wrap(std::shared_ptr<rocksdb::FileSystem> base,
+                                                   WalFence* fence);
+
+ private:
+  absl::Mutex mu_;
+  int syncing_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace dedup::storage
+
+#endif  // DEDUP_STORAGE_WAL_FENCE_H_
