@@ -354,10 +354,11 @@ absl::Status DataDir::LoadClockMark() {
 
 absl::Status DataDir::PutSynced(absl::string_view key, absl::string_view value,
                                 absl::string_view what) {
-  absl::Status status =
-      FromRocks(db_->Put(rocksdb::WriteOptions(), meta_, rocksdb::Slice(key.data(), key.size()),
-                         rocksdb::Slice(value.data(), value.size())),
-                what);
+  const rocksdb::Slice k(key.data(), key.size());
+  const rocksdb::Slice v(value.data(), value.size());
+  // DB::SyncWAL cannot sync such a WAL; nothing syncs beside this write.
+  if (!wal_fence_.SyncsBesideWrites()) return FromRocks(db_->Put(Synced(), meta_, k, v), what);
+  absl::Status status = FromRocks(db_->Put(rocksdb::WriteOptions(), meta_, k, v), what);
   if (!status.ok()) return status;
   return SyncWal(what);
 }

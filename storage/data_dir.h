@@ -106,7 +106,8 @@ class DataDir {
   // Writes `key` in the meta family and syncs the WAL through SyncWal, not
   // as a write with `sync` set: a SyncWAL waits for such a write, and if
   // that write's append failed, the write would wait for the SyncWAL in
-  // turn (WalFence).
+  // turn (WalFence). On a file system whose WAL cannot sync beside writes
+  // (RocksDB's in-memory one), it is such a write.
   absl::Status PutSynced(absl::string_view key, absl::string_view value, absl::string_view what);
 
   // After a RESOURCE_EXHAUSTED background error, asks RocksDB to resume

@@ -1,6 +1,7 @@
 #ifndef DEDUP_STORAGE_WAL_FENCE_H_
 #define DEDUP_STORAGE_WAL_FENCE_H_
 
+#include <atomic>
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
@@ -32,7 +33,14 @@ namespace dedup::storage {
 // One case remains: a SyncWAL that waits for a write with `sync` set (which
 // marks the WAL as syncing) while that very write's append fails. The
 // failed write waits for the SyncWAL, and the SyncWAL for it, so the wait
-// ends after kFailedWriteWait and the assertion can trip as before.
+// ends after kFailedWriteWait and the assertion can trip as before. The
+// store's durable meta writes avoid such writes (DataDir::PutSynced); the
+// replication log's synced appends do not yet.
+//
+// A failed write waits while RocksDB's write group waits on it; the SyncWAL
+// it waits for must not need that group. RocksDB 7.8 holds no lock of its
+// own across a WAL append while `manual_wal_flush` and `two_write_queues`
+// are off, as the data directory keeps them.
 class WalFence {
  public:
   // How long a failed WAL write waits for syncs in progress.
@@ -48,12 +56,19 @@ class WalFence {
   // progress (or kFailedWriteWait has passed).
   void WriteFailed(const rocksdb::IOStatus& error);
 
+  // Whether the newest WAL file can sync beside writes (DB::SyncWAL needs
+  // it): true on a real disk, false on RocksDB's in-memory file system.
+  bool SyncsBesideWrites() const { return syncs_beside_writes_.load(); }
+
   // After RocksDB has recovered from the failure (DB::Resume opens a new
   // WAL), syncs may run again.
   void Reset();
 
   // `base` with every WAL file (a name ending in ".log") reporting its
   // failed writes to `fence`, which must outlive it.
+  // Called for each WAL file opened.
+  void WalOpened(bool sync_thread_safe) { syncs_beside_writes_ = sync_thread_safe; }
+
   static std::shared_ptr<rocksdb::FileSystem> Wrap(std::shared_ptr<rocksdb::FileSystem> base,
                                                    WalFence* fence);
 
@@ -61,6 +76,7 @@ class WalFence {
   absl::Mutex mu_;
   int syncing_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> syncs_beside_writes_{true};
 };
 
 }  // namespace dedup::storage
