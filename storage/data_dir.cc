@@ -101,8 +101,10 @@ class DataDir::ErrorListener final : public rocksdb::EventListener {
  public:
   void OnBackgroundError(rocksdb::BackgroundErrorReason /*reason*/,
                          rocksdb::Status* error) override {
+    if (error == nullptr || error->ok()) return;
     absl::MutexLock lock(&mu_);
-    if (error_.ok() && error != nullptr && !error->ok()) {
+    ++errors_;
+    if (error_.ok()) {
       error_ = error->IsNoSpace() ? absl::ResourceExhaustedError(
                                         absl::StrCat("storage out of space: ", error->ToString()))
                                   : FromRocks(*error, "storage background error");
@@ -115,15 +117,22 @@ class DataDir::ErrorListener final : public rocksdb::EventListener {
                             bool* auto_recovery) override {
     if (auto_recovery != nullptr) *auto_recovery = false;
   }
-  // RocksDB ended the error: DB::Resume() succeeded.
-  void OnErrorRecoveryEnd(const rocksdb::BackgroundErrorRecoveryInfo& info) override {
-    if (!info.new_bg_error.ok()) return;
-    absl::MutexLock lock(&mu_);
-    error_ = absl::OkStatus();
-  }
   absl::Status error() const {
     absl::MutexLock lock(&mu_);
     return error_;
+  }
+
+  // How many errors RocksDB has reported. DataDir::Recover clears the error
+  // only if none came during DB::Resume: RocksDB notifies the end of its
+  // recovery without its lock, so an error raised right after the recovery
+  // may be notified before that end, and must not be cleared by it.
+  uint64_t errors() const {
+    absl::MutexLock lock(&mu_);
+    return errors_;
+  }
+  void ClearUnlessErrorsSince(uint64_t errors) {
+    absl::MutexLock lock(&mu_);
+    if (errors_ == errors) error_ = absl::OkStatus();
   }
 
   // Also follows write stalls: the families whose writes RocksDB delays or
@@ -148,6 +157,7 @@ class DataDir::ErrorListener final : public rocksdb::EventListener {
   std::set<std::string> stalled_ ABSL_GUARDED_BY(stall_mu_);
   std::atomic<bool> any_stalled_{false};
   mutable absl::Mutex mu_;
+  uint64_t errors_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -376,11 +386,12 @@ absl::Status DataDir::SyncWal(absl::string_view what) {
 absl::Status DataDir::Recover() {
   absl::Status error = BackgroundError();
   if (!absl::IsResourceExhausted(error)) return error;
+  const uint64_t errors = listener_->errors();
   absl::Status resumed = FromRocks(db_->Resume(), "storage cannot resume");
   if (!resumed.ok()) return resumed;
-  // Resuming flushed the memtables, which moves writes to a new WAL: syncs
-  // may run again.
-  wal_fence_.Reset();
+  listener_->ClearUnlessErrorsSince(errors);
+  // The WAL files whose writes failed stay fenced until RocksDB writes to
+  // them again or lets them go (WalFence).
   return BackgroundError();
 }
 

@@ -10,7 +10,7 @@ namespace dedup::storage {
 
 absl::Status WalFence::BeginSync() {
   absl::MutexLock lock(&mu_);
-  if (!failed_.ok()) return failed_;
+  if (failed_files_ > 0) return failed_;
   ++syncing_;
   return absl::OkStatus();
 }
@@ -20,9 +20,9 @@ void WalFence::EndSync() {
   --syncing_;
 }
 
-void WalFence::WriteFailed(const rocksdb::IOStatus& error) {
+void WalFence::WriteFailed(const rocksdb::IOStatus& error, bool first) {
   absl::MutexLock lock(&mu_);
-  if (failed_.ok()) {
+  if (first && failed_files_++ == 0) {
     const std::string message = absl::StrCat("a write to the WAL failed: ", error.ToString());
     failed_ =
         error.IsNoSpace() ? absl::ResourceExhaustedError(message) : absl::UnavailableError(message);
@@ -32,9 +32,9 @@ void WalFence::WriteFailed(const rocksdb::IOStatus& error) {
                        kFailedWriteWait);
 }
 
-void WalFence::Reset() {
+void WalFence::FileCleared() {
   absl::MutexLock lock(&mu_);
-  failed_ = absl::OkStatus();
+  if (--failed_files_ == 0) failed_ = absl::OkStatus();
 }
 
 namespace {
@@ -50,10 +50,16 @@ using rocksdb::Slice;
 // A WAL file whose writes report their failures to the fence before they
 // return. Syncs pass through: a failed sync leaves RocksDB's writer in a
 // state it expects.
+//
+// RocksDB's writer of a file calls nothing on it while in its error state,
+// so a write that reaches the file after a failure means recovery has
+// cleared that state. A sync does not: it may have begun beside the failed
+// write, before the failure.
 class FencedWalFile : public rocksdb::FSWritableFileOwnerWrapper {
  public:
   FencedWalFile(std::unique_ptr<FSWritableFile> file, WalFence* fence)
       : FSWritableFileOwnerWrapper(std::move(file)), fence_(fence) {}
+  ~FencedWalFile() override { Clear(); }
 
   IOStatus Append(const Slice& data, const IOOptions& options, IODebugContext* dbg) override {
     return Report(target()->Append(data, options, dbg));
@@ -78,12 +84,25 @@ class FencedWalFile : public rocksdb::FSWritableFileOwnerWrapper {
   }
 
  private:
+  // Writes to one file come one at a time (RocksDB's write group), and its
+  // writer destroys the file when it closes it, after the last write.
   IOStatus Report(IOStatus status) {
-    if (!status.ok()) fence_->WriteFailed(status);
+    if (status.ok()) {
+      Clear();
+    } else {
+      fence_->WriteFailed(status, /*first=*/!failed_);
+      failed_ = true;
+    }
     return status;
+  }
+  void Clear() {
+    if (!failed_) return;
+    failed_ = false;
+    fence_->FileCleared();
   }
 
   WalFence* const fence_;
+  bool failed_ = false;
 };
 
 class FencedFileSystem : public rocksdb::FileSystemWrapper {

@@ -30,6 +30,14 @@ namespace dedup::storage {
 // does not call SyncWAL. So no SyncWAL runs while a writer is in its error
 // state, and writes that succeed never wait.
 //
+// A failure is kept per WAL file, for as long as RocksDB's writer of that
+// file may still be in its error state: until RocksDB writes to the file
+// again (it only does so once recovery has cleared the writer's error), or
+// until RocksDB closes the file and lets it go. Recovery (DB::Resume) does not clear
+// the fence by itself: a write that failed while the disk was full may
+// reach RocksDB only after Resume has returned, and its writer is then in
+// the error state again.
+//
 // One case remains: a SyncWAL that waits for a write with `sync` set (which
 // marks the WAL as syncing) while that very write's append fails. The
 // failed write waits for the SyncWAL, and the SyncWAL for it, so the wait
@@ -52,17 +60,17 @@ class WalFence {
   absl::Status BeginSync();
   void EndSync();
 
-  // A WAL file's write failed with `error`; returns once no sync is in
-  // progress (or kFailedWriteWait has passed).
-  void WriteFailed(const rocksdb::IOStatus& error);
+  // A WAL file's write failed with `error`. `first` is true when the file
+  // had no failure outstanding, and then the file must call FileCleared
+  // once its failure is over. Returns once no sync is in progress (or
+  // kFailedWriteWait has passed).
+  void WriteFailed(const rocksdb::IOStatus& error, bool first);
+  // A WAL file's failure is over: RocksDB wrote to it again, or let it go.
+  void FileCleared();
 
   // Whether the newest WAL file can sync beside writes (DB::SyncWAL needs
   // it): true on a real disk, false on RocksDB's in-memory file system.
   bool SyncsBesideWrites() const { return syncs_beside_writes_.load(); }
-
-  // After RocksDB has recovered from the failure (DB::Resume opens a new
-  // WAL), syncs may run again.
-  void Reset();
 
   // `base` with every WAL file (a name ending in ".log") reporting its
   // failed writes to `fence`, which must outlive it.
@@ -75,6 +83,9 @@ class WalFence {
  private:
   absl::Mutex mu_;
   int syncing_ ABSL_GUARDED_BY(mu_) = 0;
+  // WAL files with a failure outstanding, and the first failure's error
+  // since there were none.
+  int failed_files_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> syncs_beside_writes_{true};
 };

@@ -200,6 +200,85 @@ TEST_F(WalSyncFaultsTest, AppendsFailingBesideGroupSyncsFailClosedWithoutAbortin
               static_cast<unsigned long long>(written_in_all));
 }
 
+// The disk fills up and space returns, again and again, on one store under
+// fsync load, each time soon after the last recovery. A write that failed
+// while the disk was full may reach RocksDB only after Recover() has
+// returned, and leave a WAL writer in its error state again: the store must
+// then neither abort nor sync that WAL, and a later Recover() must bring
+// writes back. So each round waits a while for writes to resume by
+// themselves; if they do not, it calls Recover() while storage reports the
+// full disk, as the server's storage monitor does on every poll, until
+// writes and syncs go through. Every claim acknowledged after a sync
+// survives a power loss at the end.
+TEST_F(WalSyncFaultsTest, RepeatedFullDisksUnderLoadRecoverEveryTime) {
+  constexpr int kRounds = 40;
+  ASSERT_NO_FATAL_FAILURE(OpenOnFaults(Durability::kFsync, /*group_sync=*/true));
+  std::vector<std::pair<std::string, uint64_t>> acknowledged;
+  int late_failures = 0;
+  {
+    Load load(store_.get());
+    // Recovers as the storage monitor does until `key` is claimed, the load
+    // has written `writes` more, and a sync has gone through after both.
+    auto recover_until_synced = [&](const std::string& key, uint64_t writes) {
+      const uint64_t before = load.written();
+      const absl::Time deadline = absl::Now() + absl::Seconds(20);
+      absl::StatusOr<OpResult> claimed = absl::UnavailableError("not yet claimed");
+      absl::Status synced = absl::UnavailableError("not yet synced");
+      while (absl::Now() < deadline) {
+        if (absl::IsResourceExhausted(store_->BackgroundError())) store_->Recover().IgnoreError();
+        if (!claimed.ok()) claimed = store_->Apply(Claim(key, "worker-a"));
+        if (claimed.ok() && load.written() >= before + writes) {
+          std::promise<absl::Status> done;
+          store_->AfterSync([&done](absl::Status status) { done.set_value(std::move(status)); });
+          synced = done.get_future().get();
+          if (synced.ok()) break;
+        }
+        std::this_thread::yield();
+      }
+      ASSERT_TRUE(claimed.ok()) << key << ": " << claimed.status();
+      ASSERT_TRUE(synced.ok()) << key << ": writes " << load.written() - before << ", " << synced
+                               << ", storage " << store_->BackgroundError();
+      ASSERT_EQ(claimed->outcome, Outcome::kAcquired) << key;
+      acknowledged.emplace_back(key, claimed->record.token);
+    };
+
+    for (int round = 0; round < kRounds; ++round) {
+      const uint64_t before = load.written();
+      const absl::Time wait = absl::Now() + absl::Seconds(1);
+      while (load.written() < before + 50 && absl::Now() < wait) std::this_thread::yield();
+      if (load.written() < before + 50) {
+        ++late_failures;
+        ASSERT_NO_FATAL_FAILURE(recover_until_synced(absl::StrCat("round-", round), 50));
+      }
+      fs().SetSpaceLeft(0);
+      for (int i = 0; i < 1000 && store_->BackgroundError().ok(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      ASSERT_TRUE(absl::IsResourceExhausted(store_->BackgroundError()))
+          << "round " << round << ": " << store_->BackgroundError();
+      fs().SetSpaceLeft(FaultInjectionFileSystem::kUnlimited);
+      absl::Status recovered = store_->Recover();
+      for (int attempt = 1; !recovered.ok() && attempt < 20; ++attempt) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        recovered = store_->Recover();
+      }
+      ASSERT_TRUE(recovered.ok()) << "round " << round << ": " << recovered;
+    }
+    ASSERT_NO_FATAL_FAILURE(recover_until_synced("after-the-last-round", 50));
+    std::printf(
+        "[ disk faults ] %d full disks recovered under load (%d with a write failing late),"
+        " %llu claims\n",
+        kRounds, late_failures, static_cast<unsigned long long>(load.written()));
+  }
+  fs().PowerLoss();
+  Close();
+  fs().Restart();
+  ASSERT_NO_FATAL_FAILURE(OpenOnFaults(Durability::kFsync, /*group_sync=*/true));
+  for (const auto& [key, token] : acknowledged) {
+    EXPECT_EQ(Do(Query(key)).record.token, token) << key;
+  }
+}
+
 // A hot key: while a write of the key waits on a stalled disk, holding the
 // key's stripe, calls that write nothing on it (a duplicate claim, a query,
 // a batch of them) are answered from what is stored, without waiting for
