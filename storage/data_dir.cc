@@ -362,20 +362,25 @@ absl::Status DataDir::LoadClockMark() {
   return absl::OkStatus();
 }
 
+absl::Status DataDir::WriteSynced(rocksdb::WriteBatch* batch, absl::string_view what) {
+  absl::ReaderMutexLock lock(&synced_writes_mu_);
+  return FromRocks(db_->Write(Synced(), batch), what);
+}
+
 absl::Status DataDir::PutSynced(absl::string_view key, absl::string_view value,
                                 absl::string_view what) {
-  const rocksdb::Slice k(key.data(), key.size());
-  const rocksdb::Slice v(value.data(), value.size());
-  // DB::SyncWAL cannot sync such a WAL; nothing syncs beside this write.
-  if (!wal_fence_.SyncsBesideWrites()) return FromRocks(db_->Put(Synced(), meta_, k, v), what);
-  absl::Status status = FromRocks(db_->Put(rocksdb::WriteOptions(), meta_, k, v), what);
-  if (!status.ok()) return status;
-  return SyncWal(what);
+  rocksdb::WriteBatch batch;
+  absl::Status put = FromRocks(batch.Put(meta_, rocksdb::Slice(key.data(), key.size()),
+                                         rocksdb::Slice(value.data(), value.size())),
+                               what);
+  if (!put.ok()) return put;
+  return WriteSynced(&batch, what);
 }
 
 absl::Status DataDir::BackgroundError() const { return listener_->error(); }
 
 absl::Status DataDir::SyncWal(absl::string_view what) {
+  absl::MutexLock lock(&synced_writes_mu_);
   absl::Status fenced = wal_fence_.BeginSync();
   if (!fenced.ok()) return absl::Status(fenced.code(), absl::StrCat(what, ": ", fenced.message()));
   absl::Status synced = FromRocks(db_->SyncWAL(), what);

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "rocksdb/db.h"
 #include "rocksdb/statistics.h"
 #include "storage/compaction_drops.h"
@@ -103,11 +104,13 @@ class DataDir {
   // says why). `what` names the sync in an error.
   absl::Status SyncWal(absl::string_view what);
 
-  // Writes `key` in the meta family and syncs the WAL through SyncWal, not
-  // as a write with `sync` set: a SyncWAL waits for such a write, and if
-  // that write's append failed, the write would wait for the SyncWAL in
-  // turn (WalFence). On a file system whose WAL cannot sync beside writes
-  // (RocksDB's in-memory one), it is such a write.
+  // A RocksDB write with `sync` set. It never runs beside SyncWal: such a
+  // write marks the WAL as syncing, so a SyncWAL beside it waits for it,
+  // and if the write's append failed, the write would wait for the SyncWAL
+  // in turn (WalFence). Synced writes run beside each other, and RocksDB
+  // groups their syncs.
+  absl::Status WriteSynced(rocksdb::WriteBatch* batch, absl::string_view what);
+  // Writes `key` in the meta family, through WriteSynced.
   absl::Status PutSynced(absl::string_view key, absl::string_view value, absl::string_view what);
 
   // After a RESOURCE_EXHAUSTED background error, asks RocksDB to resume
@@ -131,6 +134,8 @@ class DataDir {
   // RocksDB runs on a file system that reports failed WAL writes to the
   // fence (wal_fence.h). Both outlive db_.
   WalFence wal_fence_;
+  // Held shared by synced writes, exclusively by SyncWal.
+  absl::Mutex synced_writes_mu_;
   std::unique_ptr<rocksdb::Env> env_;
   // Made before RocksDB opens (the compaction filter reads it) and started
   // once the stored mark is read.

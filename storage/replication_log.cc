@@ -75,12 +75,6 @@ struct EntryRange {
   rocksdb::ReadOptions options;
 };
 
-rocksdb::WriteOptions WriteFor(Durability durability) {
-  rocksdb::WriteOptions options;
-  options.sync = durability == Durability::kFsync;
-  return options;
-}
-
 // Re-targets a logged batch, whose operations name no family and whose
 // keys are storage keys, to the shard's family and its keys there. Only
 // puts and deletes are ever logged.
@@ -194,10 +188,11 @@ absl::StatusOr<LogPosition> ReplicationLog::Append(uint32_t shard, uint64_t epoc
                                                       ", log at epoch ", log.last.epoch, ")"));
   }
   const LogPosition next{epoch, log.last.seq + 1};
+  const std::string what = absl::StrCat("appending to shard ", shard, "'s log");
+  rocksdb::WriteBatch entry;
   absl::Status written =
-      FromRocks(dir_->db()->Put(WriteFor(durability_), dir_->log(), EntryKey(shard, next.seq),
-                                EncodeEntry(epoch, batch)),
-                absl::StrCat("appending to shard ", shard, "'s log"));
+      FromRocks(entry.Put(dir_->log(), EntryKey(shard, next.seq), EncodeEntry(epoch, batch)), what);
+  if (written.ok()) written = Write(&entry, /*sync=*/true, what);
   if (!written.ok()) return written;
   log.last = next;
   return next;
@@ -233,7 +228,7 @@ absl::StatusOr<std::vector<LogPosition>> ReplicationLog::AppendAll(
     batch.Put(dir_->log(), EntryKey(a.shard, positions[i].seq), EncodeEntry(a.epoch, a.batch));
   }
   if (status.ok()) {
-    status = FromRocks(dir_->db()->Write(WriteFor(durability_), &batch), "appending to the log");
+    status = Write(&batch, /*sync=*/true, "appending to the log");
   }
   if (status.ok()) {
     for (size_t i = 0; i < appends.size(); ++i) shards_[appends[i].shard]->last = positions[i];
@@ -322,13 +317,16 @@ absl::Status ReplicationLog::AppendAfter(uint32_t shard, uint64_t leader_epoch, 
     last = entry.position();
   }
   if (batch.Count() == 0) return absl::OkStatus();
-  absl::Status written =
-      FromRocks(dir_->db()->Write(sync ? WriteFor(durability_) : rocksdb::WriteOptions(), &batch),
-                absl::StrCat("appending to shard ", shard, "'s log"));
+  absl::Status written = Write(&batch, sync, absl::StrCat("appending to shard ", shard, "'s log"));
   if (!written.ok()) return written;
   if (truncated || log.last < last) log.last = last;
   log.promised = std::max(log.promised, leader_epoch);
   return absl::OkStatus();
+}
+
+absl::Status ReplicationLog::Write(rocksdb::WriteBatch* batch, bool sync, absl::string_view what) {
+  if (sync && durability_ == Durability::kFsync) return dir_->WriteSynced(batch, what);
+  return FromRocks(dir_->db()->Write(rocksdb::WriteOptions(), batch), what);
 }
 
 absl::Status ReplicationLog::SyncAppends() {
@@ -339,10 +337,10 @@ absl::Status ReplicationLog::SyncAppends() {
 bool ReplicationLog::Joined() const { return joined_.load(); }
 
 absl::Status ReplicationLog::MarkJoined() {
-  rocksdb::WriteOptions synced;
-  synced.sync = true;
-  absl::Status written = FromRocks(dir_->db()->Put(synced, dir_->log(), kJoinedKey, ""),
-                                   "persisting that the data directory joined its cluster");
+  constexpr absl::string_view kWhat = "persisting that the data directory joined its cluster";
+  rocksdb::WriteBatch batch;
+  absl::Status written = FromRocks(batch.Put(dir_->log(), kJoinedKey, ""), kWhat);
+  if (written.ok()) written = dir_->WriteSynced(&batch, kWhat);
   if (written.ok()) joined_ = true;
   return written;
 }
@@ -359,11 +357,11 @@ absl::StatusOr<LogPosition> ReplicationLog::Promise(uint32_t shard, uint64_t epo
   PutBigEndian(&value, epoch, 8);
   // Synced in either durability: a promise forgotten after a power loss
   // could let a fenced leader gather a majority again.
-  rocksdb::WriteOptions synced;
-  synced.sync = true;
+  const std::string what = absl::StrCat("persisting shard ", shard, "'s promise");
+  rocksdb::WriteBatch batch;
   absl::Status written =
-      FromRocks(dir_->db()->Put(synced, dir_->log(), ShardKey(kPromiseTag, shard), value),
-                absl::StrCat("persisting shard ", shard, "'s promise"));
+      FromRocks(batch.Put(dir_->log(), ShardKey(kPromiseTag, shard), value), what);
+  if (written.ok()) written = dir_->WriteSynced(&batch, what);
   if (!written.ok()) return written;
   log.promised = epoch;
   return log.last;
@@ -513,10 +511,8 @@ absl::Status ReplicationLog::BeginRestore(uint32_t shard) {
   batch.DeleteRange(dir_->shard(shard), dir_->shard_prefix(shard), end.empty() ? everything : end);
   batch.DeleteRange(dir_->log(), EntryKey(shard, 0), EntryKey(shard, UINT64_MAX));
   batch.Delete(dir_->log(), ShardKey(kAppliedTag, shard));
-  rocksdb::WriteOptions synced;
-  synced.sync = true;
-  absl::Status written = FromRocks(dir_->db()->Write(synced, &batch),
-                                   absl::StrCat("clearing shard ", shard, " to restore it"));
+  absl::Status written =
+      dir_->WriteSynced(&batch, absl::StrCat("clearing shard ", shard, " to restore it"));
   if (!written.ok()) return written;
   log.last = {};
   log.applied = {};
@@ -539,11 +535,11 @@ absl::Status ReplicationLog::FinishRestore(uint32_t shard, LogPosition position)
   absl::MutexLock lock(&log.mu);
   // Synced: a synced write syncs the whole WAL before it, so the restored
   // records are durable with the position.
-  rocksdb::WriteOptions synced;
-  synced.sync = true;
+  const std::string what = absl::StrCat("finishing shard ", shard, "'s restore");
+  rocksdb::WriteBatch batch;
   absl::Status written = FromRocks(
-      dir_->db()->Put(synced, dir_->log(), ShardKey(kAppliedTag, shard), EncodePosition(position)),
-      absl::StrCat("finishing shard ", shard, "'s restore"));
+      batch.Put(dir_->log(), ShardKey(kAppliedTag, shard), EncodePosition(position)), what);
+  if (written.ok()) written = dir_->WriteSynced(&batch, what);
   if (!written.ok()) return written;
   log.applied = position;
   log.last = position;

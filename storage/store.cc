@@ -321,11 +321,12 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
     const absl::Status refused = BackgroundError();
     for (auto& result : results) result = absl::UnavailableError(refused.message());
   } else if (batch.Count() > 0) {
-    rocksdb::WriteOptions write_options;
-    write_options.sync =
+    const bool sync =
         options_.durability == Durability::kFsync && !options_.group_sync &&
         !(options_.env_for_testing != nullptr && options_.env_for_testing->unsynced_fsync);
-    absl::Status written = FromRocks(dir_->db()->Write(write_options, &batch), "cannot persist");
+    absl::Status written =
+        sync ? dir_->WriteSynced(&batch, "cannot persist")
+             : FromRocks(dir_->db()->Write(rocksdb::WriteOptions(), &batch), "cannot persist");
     if (!written.ok()) {
       for (auto& result : results) result = absl::UnavailableError(written.message());
     }

@@ -130,7 +130,6 @@ class FencedFileSystem : public rocksdb::FileSystemWrapper {
  private:
   IOStatus Fence(const std::string& name, IOStatus opened, std::unique_ptr<FSWritableFile>* file) {
     if (opened.ok() && absl::EndsWith(name, ".log")) {
-      fence_->WalOpened((*file)->IsSyncThreadSafe());
       *file = std::make_unique<FencedWalFile>(std::move(*file), fence_);
     }
     return opened;

@@ -1,7 +1,6 @@
 #ifndef DEDUP_STORAGE_WAL_FENCE_H_
 #define DEDUP_STORAGE_WAL_FENCE_H_
 
-#include <atomic>
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
@@ -38,12 +37,11 @@ namespace dedup::storage {
 // reach RocksDB only after Resume has returned, and its writer is then in
 // the error state again.
 //
-// One case remains: a SyncWAL that waits for a write with `sync` set (which
-// marks the WAL as syncing) while that very write's append fails. The
-// failed write waits for the SyncWAL, and the SyncWAL for it, so the wait
-// ends after kFailedWriteWait and the assertion can trip as before. The
-// store's durable meta writes avoid such writes (DataDir::PutSynced); the
-// replication log's synced appends do not yet.
+// A write with `sync` set must not run beside a SyncWAL either: it marks the
+// WAL as syncing, so the SyncWAL waits for it, and if its append failed it
+// would wait for the SyncWAL in turn, until kFailedWriteWait had passed and
+// the assertion could trip as before. DataDir keeps the two apart
+// (DataDir::WriteSynced and DataDir::SyncWal).
 //
 // A failed write waits while RocksDB's write group waits on it; the SyncWAL
 // it waits for must not need that group. RocksDB 7.8 holds no lock of its
@@ -68,15 +66,8 @@ class WalFence {
   // A WAL file's failure is over: RocksDB wrote to it again, or let it go.
   void FileCleared();
 
-  // Whether the newest WAL file can sync beside writes (DB::SyncWAL needs
-  // it): true on a real disk, false on RocksDB's in-memory file system.
-  bool SyncsBesideWrites() const { return syncs_beside_writes_.load(); }
-
   // `base` with every WAL file (a name ending in ".log") reporting its
   // failed writes to `fence`, which must outlive it.
-  // Called for each WAL file opened.
-  void WalOpened(bool sync_thread_safe) { syncs_beside_writes_ = sync_thread_safe; }
-
   static std::shared_ptr<rocksdb::FileSystem> Wrap(std::shared_ptr<rocksdb::FileSystem> base,
                                                    WalFence* fence);
 
@@ -87,7 +78,6 @@ class WalFence {
   // since there were none.
   int failed_files_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
-  std::atomic<bool> syncs_beside_writes_{true};
 };
 
 }  // namespace dedup::storage

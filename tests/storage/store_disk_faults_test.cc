@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <future>
 #include <memory>
 #include <thread>
@@ -15,8 +16,10 @@
 #include "gtest/gtest.h"
 #include "storage/operation.h"
 #include "storage/record.h"
+#include "storage/replication_log.h"
 #include "storage/store.h"
 #include "storage/testing/rocksdb_env.h"
+#include "storage/wal_fence.h"
 #include "tests/common/fault_injection_file_system.h"
 #include "tests/storage/op_builders.h"
 #include "tests/storage/store_fixture.h"
@@ -139,9 +142,14 @@ class WalSyncFaultsTest : public StoreDiskFaultsTest {
   // the group-sync thread syncing, until destroyed.
   class Load {
    public:
-    explicit Load(Store* store) {
-      threads_.emplace_back([this, store] {
+    // With `sync`, that caller calls it instead of AfterSync.
+    explicit Load(Store* store, std::function<void()> sync = nullptr) {
+      threads_.emplace_back([this, store, sync = std::move(sync)] {
         while (!stop_) {
+          if (sync != nullptr) {
+            sync();
+            continue;
+          }
           std::promise<absl::Status> synced;
           store->AfterSync([&synced](absl::Status status) { synced.set_value(std::move(status)); });
           synced.get_future().wait();
@@ -198,6 +206,42 @@ TEST_F(WalSyncFaultsTest, AppendsFailingBesideGroupSyncsFailClosedWithoutAbortin
   }
   std::printf("[ disk faults ] %d full disks beside group syncs, %llu claims written\n", kRounds,
               static_cast<unsigned long long>(written_in_all));
+}
+
+// The same with writes that sync themselves (fsync without group sync,
+// and the replication log's appends): a RocksDB write with `sync` set
+// whose append fails while the replication log syncs the WAL beside it
+// (ReplicationLog::SyncAppends, as a follower does). Such a write and such
+// a sync must not run together (DataDir::WriteSynced): the sync would wait
+// for the write and the failed write for the sync.
+TEST_F(WalSyncFaultsTest, SyncedWritesFailingBesideLogSyncsFailClosedWithoutAborting) {
+  constexpr int kRounds = 20;
+  for (int round = 0; round < kRounds; ++round) {
+    Close();
+    made_ = FaultInjectionFileSystem::Make();
+    ASSERT_NO_FATAL_FAILURE(OpenOnFaults(Durability::kFsync));
+    absl::StatusOr<std::unique_ptr<ReplicationLog>> log = store_->OpenReplicationLog();
+    ASSERT_TRUE(log.ok()) << log.status();
+    {
+      Load load(store_.get(), [&log] { (*log)->SyncAppends().IgnoreError(); });
+      const absl::Time deadline = absl::Now() + absl::Seconds(10);
+      while (load.written() < 50 && absl::Now() < deadline) std::this_thread::yield();
+      ASSERT_GE(load.written(), 50u) << "round " << round;
+      const absl::Time filled = absl::Now();
+      fs().SetSpaceLeft(0);
+      for (int i = 0; i < 1000 && store_->BackgroundError().ok(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      ASSERT_TRUE(absl::IsResourceExhausted(store_->BackgroundError()))
+          << "round " << round << ": " << store_->BackgroundError();
+      EXPECT_EQ(store_->Apply(Claim("after-the-disk-filled", "worker-a")).status().code(),
+                absl::StatusCode::kUnavailable);
+      EXPECT_LT(absl::Now() - filled, WalFence::kFailedWriteWait)
+          << "round " << round << ": a failed write waited for a sync that waited for it";
+    }
+    log->reset();
+    fs().SetSpaceLeft(FaultInjectionFileSystem::kUnlimited);
+  }
 }
 
 // The disk fills up and space returns, again and again, on one store under
