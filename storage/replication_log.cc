@@ -75,6 +75,14 @@ struct EntryRange {
   rocksdb::ReadOptions options;
 };
 
+// Writes `batch`, synced when `sync` and the durability is fsync
+// (DataDir::WriteSynced), else unsynced.
+absl::Status Write(DataDir* dir, Durability durability, rocksdb::WriteBatch* batch, bool sync,
+                   absl::string_view what) {
+  if (sync && durability == Durability::kFsync) return dir->WriteSynced(batch, what);
+  return FromRocks(dir->db()->Write(rocksdb::WriteOptions(), batch), what);
+}
+
 // Re-targets a logged batch, whose operations name no family and whose
 // keys are storage keys, to the shard's family and its keys there. Only
 // puts and deletes are ever logged.
@@ -192,7 +200,7 @@ absl::StatusOr<LogPosition> ReplicationLog::Append(uint32_t shard, uint64_t epoc
   rocksdb::WriteBatch entry;
   absl::Status written =
       FromRocks(entry.Put(dir_->log(), EntryKey(shard, next.seq), EncodeEntry(epoch, batch)), what);
-  if (written.ok()) written = Write(&entry, /*sync=*/true, what);
+  if (written.ok()) written = Write(dir_, durability_, &entry, /*sync=*/true, what);
   if (!written.ok()) return written;
   log.last = next;
   return next;
@@ -228,7 +236,7 @@ absl::StatusOr<std::vector<LogPosition>> ReplicationLog::AppendAll(
     batch.Put(dir_->log(), EntryKey(a.shard, positions[i].seq), EncodeEntry(a.epoch, a.batch));
   }
   if (status.ok()) {
-    status = Write(&batch, /*sync=*/true, "appending to the log");
+    status = Write(dir_, durability_, &batch, /*sync=*/true, "appending to the log");
   }
   if (status.ok()) {
     for (size_t i = 0; i < appends.size(); ++i) shards_[appends[i].shard]->last = positions[i];
@@ -317,16 +325,12 @@ absl::Status ReplicationLog::AppendAfter(uint32_t shard, uint64_t leader_epoch, 
     last = entry.position();
   }
   if (batch.Count() == 0) return absl::OkStatus();
-  absl::Status written = Write(&batch, sync, absl::StrCat("appending to shard ", shard, "'s log"));
+  absl::Status written =
+      Write(dir_, durability_, &batch, sync, absl::StrCat("appending to shard ", shard, "'s log"));
   if (!written.ok()) return written;
   if (truncated || log.last < last) log.last = last;
   log.promised = std::max(log.promised, leader_epoch);
   return absl::OkStatus();
-}
-
-absl::Status ReplicationLog::Write(rocksdb::WriteBatch* batch, bool sync, absl::string_view what) {
-  if (sync && durability_ == Durability::kFsync) return dir_->WriteSynced(batch, what);
-  return FromRocks(dir_->db()->Write(rocksdb::WriteOptions(), batch), what);
 }
 
 absl::Status ReplicationLog::SyncAppends() {

@@ -11,10 +11,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "rocksdb/write_batch.h"
 #include "storage/store.h"
 
 namespace dedup::storage {
@@ -179,10 +177,6 @@ class ReplicationLog {
   absl::Status FinishRestore(uint32_t shard, LogPosition position);
 
  private:
-  // Writes `batch`, synced when `sync` and the durability is fsync
-  // (DataDir::WriteSynced), else unsynced.
-  absl::Status Write(rocksdb::WriteBatch* batch, bool sync, absl::string_view what);
-
   struct ShardLog {
     mutable absl::Mutex mu;
     uint64_t first_seq ABSL_GUARDED_BY(mu) = 1;  // First entry kept.
