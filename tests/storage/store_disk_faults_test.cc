@@ -178,6 +178,23 @@ class WalSyncFaultsTest : public StoreDiskFaultsTest {
     std::atomic<uint64_t> written_{0};
     std::vector<std::thread> threads_;
   };
+
+  // Once `load` has written 50 claims, fills the disk (at `*filled`) and
+  // waits for the store to refuse writes for it.
+  void FillDiskUnder(const Load& load, int round, absl::Time* filled = nullptr) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (load.written() < 50 && absl::Now() < deadline) std::this_thread::yield();
+    ASSERT_GE(load.written(), 50u) << "round " << round;
+    if (filled != nullptr) *filled = absl::Now();
+    fs().SetSpaceLeft(0);
+    for (int i = 0; i < 1000 && store_->BackgroundError().ok(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_TRUE(absl::IsResourceExhausted(store_->BackgroundError()))
+        << "round " << round << ": " << store_->BackgroundError();
+    EXPECT_EQ(store_->Apply(Claim("after-the-disk-filled", "worker-a")).status().code(),
+              absl::StatusCode::kUnavailable);
+  }
 };
 
 TEST_F(WalSyncFaultsTest, AppendsFailingBesideGroupSyncsFailClosedWithoutAborting) {
@@ -189,17 +206,7 @@ TEST_F(WalSyncFaultsTest, AppendsFailingBesideGroupSyncsFailClosedWithoutAbortin
     ASSERT_NO_FATAL_FAILURE(OpenOnFaults(Durability::kFsync, /*group_sync=*/true));
     {
       Load load(store_.get());
-      const absl::Time deadline = absl::Now() + absl::Seconds(10);
-      while (load.written() < 50 && absl::Now() < deadline) std::this_thread::yield();
-      ASSERT_GE(load.written(), 50u) << "round " << round;
-      fs().SetSpaceLeft(0);
-      for (int i = 0; i < 1000 && store_->BackgroundError().ok(); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      ASSERT_TRUE(absl::IsResourceExhausted(store_->BackgroundError()))
-          << "round " << round << ": " << store_->BackgroundError();
-      EXPECT_EQ(store_->Apply(Claim("after-the-disk-filled", "worker-a")).status().code(),
-                absl::StatusCode::kUnavailable);
+      ASSERT_NO_FATAL_FAILURE(FillDiskUnder(load, round));
       written_in_all += load.written();
     }
     fs().SetSpaceLeft(FaultInjectionFileSystem::kUnlimited);
@@ -224,18 +231,8 @@ TEST_F(WalSyncFaultsTest, SyncedWritesFailingBesideLogSyncsFailClosedWithoutAbor
     ASSERT_TRUE(log.ok()) << log.status();
     {
       Load load(store_.get(), [&log] { (*log)->SyncAppends().IgnoreError(); });
-      const absl::Time deadline = absl::Now() + absl::Seconds(10);
-      while (load.written() < 50 && absl::Now() < deadline) std::this_thread::yield();
-      ASSERT_GE(load.written(), 50u) << "round " << round;
-      const absl::Time filled = absl::Now();
-      fs().SetSpaceLeft(0);
-      for (int i = 0; i < 1000 && store_->BackgroundError().ok(); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      ASSERT_TRUE(absl::IsResourceExhausted(store_->BackgroundError()))
-          << "round " << round << ": " << store_->BackgroundError();
-      EXPECT_EQ(store_->Apply(Claim("after-the-disk-filled", "worker-a")).status().code(),
-                absl::StatusCode::kUnavailable);
+      absl::Time filled;
+      ASSERT_NO_FATAL_FAILURE(FillDiskUnder(load, round, &filled));
       EXPECT_LT(absl::Now() - filled, WalFence::kFailedWriteWait)
           << "round " << round << ": a failed write waited for a sync that waited for it";
     }
