@@ -23,8 +23,16 @@ def dir_bytes(path):
 
 
 def print_row(*, label, tool, command, system, variant, throughput, claims, elapsed_s, errors,
-              latency_us, server_cpu, pid, data_dir, callers, batch):
-    """Prints the run as one JSON line. The tool's own CPU is not measured."""
+              latency_us, server_cpu, pid, data_dir, callers, batch, extra=None):
+    """Prints the run as one JSON line. The tool's own CPU is not measured;
+    extra: more fields of the server's, such as Redis's AOF rewrites."""
+    server = {
+        "cpu_seconds": server_cpu,
+        "cpu_s_per_million_claims": server_cpu * 1e6 / claims if claims else None,
+        "rss_bytes": rss_bytes(pid),
+        "data_bytes": dir_bytes(data_dir) if data_dir else None,
+    }
+    server.update(extra or {})
     print(json.dumps({
         "label": label,
         "tool": tool,
@@ -36,12 +44,7 @@ def print_row(*, label, tool, command, system, variant, throughput, claims, elap
         "elapsed_s": elapsed_s,
         "errors": errors,
         "latency_us": latency_us,
-        "server": {
-            "cpu_seconds": server_cpu,
-            "cpu_s_per_million_claims": server_cpu * 1e6 / claims if claims else None,
-            "rss_bytes": rss_bytes(pid),
-            "data_bytes": dir_bytes(data_dir) if data_dir else None,
-        },
+        "server": server,
         "client_cpu_seconds": None,
         "workload": {"callers": callers, "batch": batch, "rate": 0},
         "machine": {},
