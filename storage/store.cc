@@ -179,6 +179,23 @@ absl::Status AdmitAnswer(const absl::StatusOr<Transition>& t, size_t budget, siz
   return absl::OkStatus();
 }
 
+// Whether each operation's key hash occurs more than once in the batch:
+// only those operations can see, or be seen by, another of the batch.
+std::vector<bool> SharedHashes(const std::vector<uint64_t>& hashes) {
+  std::vector<bool> shared(hashes.size(), false);
+  if (hashes.size() < 2) return shared;
+  std::vector<std::pair<uint64_t, size_t>> sorted;
+  sorted.reserve(hashes.size());
+  for (size_t i = 0; i < hashes.size(); ++i) sorted.emplace_back(hashes[i], i);
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    if (sorted[i].first != sorted[i - 1].first) continue;
+    shared[sorted[i].second] = true;
+    shared[sorted[i - 1].second] = true;
+  }
+  return shared;
+}
+
 }  // namespace
 
 absl::StatusOr<std::optional<Record>> Store::Read(uint32_t shard, const std::string& storage_key,
@@ -236,8 +253,11 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
   // Replicated: whether this node may answer for a shard, asked once per
   // shard of the batch.
   std::map<uint32_t, absl::Status> leading;
-  // Records written earlier in this batch, by storage key.
+  // Records written earlier in this batch, by storage key, of the keys
+  // that occur more than once in it (most batches have none, and skip the
+  // map).
   std::unordered_map<std::string, Record> pending;
+  const std::vector<bool> shared = SharedHashes(hashes);
   // Single node: one write for the batch. Replicated: one per shard, whose
   // operations name no family (a log entry, shard_replicator.h).
   rocksdb::WriteBatch batch;
@@ -257,7 +277,7 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
       }
     }
     absl::StatusOr<std::optional<Record>> current;
-    if (auto it = pending.find(storage_key); it != pending.end()) {
+    if (auto it = shared[i] ? pending.find(storage_key) : pending.end(); it != pending.end()) {
       current = std::optional<Record>(it->second);
     } else {
       current = Read(shard, storage_key, op);
@@ -282,7 +302,7 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
         batch.Put(dir_->shard(shard), FamilyKey(*dir_, shard, storage_key, &scratch),
                   EncodeRecord(t->stored));
       }
-      pending[storage_key] = std::move(t->stored);
+      if (shared[i]) pending[storage_key] = std::move(t->stored);
     }
     t->result.now_ms = now_ms;
     results.push_back(std::move(t->result));

@@ -55,6 +55,27 @@ TEST_F(StoreTest, BatchOperationsOnSameKeySeeEarlierOnes) {
   EXPECT_EQ(results[2]->record.owner, "worker-a");
 }
 
+TEST_F(StoreTest, BatchOperationsOnSameKeySeeEarlierOnesAmongOtherKeys) {
+  // Repeated keys apart from each other, first and last in the batch.
+  const std::vector<Operation> ops = {
+      Claim("order-1", "worker-a"), Claim("order-2", "worker-b"), Claim("order-1", "worker-b"),
+      Claim("order-3", "worker-c"), Claim("order-2", "worker-c"), Claim("order-1", "worker-a"),
+  };
+  const std::vector<absl::StatusOr<OpResult>> results = store_->Apply(ops);
+  ASSERT_EQ(results.size(), ops.size());
+  for (const auto& result : results) ASSERT_TRUE(result.ok()) << result.status();
+  const std::vector<Outcome> expected = {
+      Outcome::kAcquired, Outcome::kAcquired,   Outcome::kInProgress,
+      Outcome::kAcquired, Outcome::kInProgress, Outcome::kAcquired,
+  };
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(results[i]->outcome, expected[i]) << "position " << i;
+  }
+  EXPECT_EQ(results[2]->record.owner, "worker-a");
+  EXPECT_EQ(results[4]->record.owner, "worker-b");
+  EXPECT_EQ(results[5]->record.token, results[0]->record.token);
+}
+
 TEST_F(StoreTest, ClaimThenCompleteInOneBatchAcquiresThenCompletes) {
   // The claim's token is not known before the batch runs, but tokens come
   // from a per-shard counter: a probe in the same shard tells the next one.
