@@ -44,6 +44,10 @@ void ApplyTransportLimits(const ServerLimits& limits, grpc::ServerBuilder* build
   }
 }
 
+// Threads that may wait for replication calls at once on a replicated node:
+// enough for every peer's shipping loop and a few moves or re-seeds.
+constexpr int kReplicationPollers = 16;
+
 // Where the cluster's keys live in etcd (cluster/replicator.h).
 std::string EtcdPrefix(const ServerSettings& settings) {
   return absl::StrCat("/dedup/", settings.cluster_name, "/");
@@ -86,8 +90,8 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
   for (const auto& [name, policy] : settings.policies->declared()) declared.push_back(name);
   server->metrics_ = std::make_unique<Metrics>(declared, settings.max_namespace_labels, kVersion);
   server->pool_ = std::make_unique<WorkerPool>(settings.workers, settings.limits.max_queued_tasks);
-  server->scan_pool_ =
-      std::make_unique<WorkerPool>(settings.limits.scan_workers, settings.limits.max_queued_tasks);
+  server->scan_pool_ = std::make_unique<WorkerPool>(
+      settings.limits.scan_workers, settings.limits.max_queued_tasks, "scan-worker");
   auto shards = std::make_shared<const ShardMap>(server->store_->shard_count(),
                                                  settings.cluster_nodes, settings.node_index);
   if (replicated) {
@@ -124,6 +128,15 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
   builder.RegisterService(server->service_.get());
   if (server->replication_service_ != nullptr) {
     builder.RegisterService(server->replication_service_.get());
+    // The replication calls run on gRPC's synchronous server, whose threads
+    // poll for calls. With gRPC's defaults (at most 2 polling) a thread
+    // that finds a call starts another one when none is left polling, and
+    // one that finishes exits when 2 already poll: under load every
+    // leader's Ship round cost a thread's creation. Keeping up to
+    // kReplicationPollers threads polling ends that churn.
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                                kReplicationPollers);
   }
   ApplyTransportLimits(settings.limits, &builder);
   server->grpc_server_ = builder.BuildAndStart();

@@ -2,12 +2,17 @@
 
 #include <utility>
 
+#include "storage/thread_name.h"
+
 namespace dedup::server {
 
 StorageMonitor::StorageMonitor(storage::Store* store, Metrics* metrics, absl::Duration interval,
                                std::function<void(const absl::Status&)> on_change)
     : store_(store), metrics_(metrics), interval_(interval), on_change_(std::move(on_change)) {
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    storage::NameThisThread("storage-monitor");
+    Run();
+  });
 }
 
 StorageMonitor::~StorageMonitor() {

@@ -2,11 +2,19 @@
 
 #include <utility>
 
+#include "storage/thread_name.h"
+
 namespace dedup::server {
 
-WorkerPool::WorkerPool(size_t threads, size_t max_queued) : max_queued_(max_queued) {
+WorkerPool::WorkerPool(size_t threads, size_t max_queued, std::string name)
+    : max_queued_(max_queued) {
   threads_.reserve(threads);
-  for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+  for (size_t i = 0; i < threads; ++i) {
+    threads_.emplace_back([this, name] {
+      storage::NameThisThread(name);
+      Run();
+    });
+  }
 }
 
 WorkerPool::~WorkerPool() { Shutdown(); }

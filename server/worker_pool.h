@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -25,8 +26,8 @@ class WorkerPool {
   enum class Admission { kQueued, kFull, kShuttingDown };
 
   // `max_queued` >= 1: tasks waiting for a thread, not counting the ones
-  // running.
-  WorkerPool(size_t threads, size_t max_queued);
+  // running. `name` is the threads' name (storage/thread_name.h).
+  WorkerPool(size_t threads, size_t max_queued, std::string name = "worker");
   // Runs what is queued, then joins the threads.
   ~WorkerPool();
 

@@ -19,6 +19,7 @@
 #include "storage/rocks_status.h"
 #include "storage/shard_replicator.h"
 #include "storage/testing/rocksdb_env.h"
+#include "storage/thread_name.h"
 
 namespace dedup::storage {
 
@@ -46,9 +47,15 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   if (!dir.ok()) return dir.status();
   store->dir_ = std::move(*dir);
   if (options.durability == Durability::kBuffered) {
-    store->sync_thread_ = std::thread([s = store.get()] { s->SyncLoop(); });
+    store->sync_thread_ = std::thread([s = store.get()] {
+      NameThisThread("wal-sync");
+      s->SyncLoop();
+    });
   } else if (options.group_sync) {
-    store->sync_thread_ = std::thread([s = store.get()] { s->GroupSyncLoop(); });
+    store->sync_thread_ = std::thread([s = store.get()] {
+      NameThisThread("group-sync");
+      s->GroupSyncLoop();
+    });
   }
   return store;
 }

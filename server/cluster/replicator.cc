@@ -14,6 +14,7 @@
 #include "grpcpp/create_channel.h"
 #include "server/logging.h"
 #include "spdlog/spdlog.h"
+#include "storage/thread_name.h"
 
 namespace dedup::server::cluster {
 namespace {
@@ -179,8 +180,14 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Start(const ReplicatorOp
   absl::Status joined = r->Join();
   if (!joined.ok()) return joined;
 
-  r->threads_.emplace_back([p = r.get()] { p->CoordinateLoop(); });
-  r->threads_.emplace_back([p = r.get()] { p->ElectionLoop(); });
+  r->threads_.emplace_back([p = r.get()] {
+    storage::NameThisThread("coordinate");
+    p->CoordinateLoop();
+  });
+  r->threads_.emplace_back([p = r.get()] {
+    storage::NameThisThread("elections");
+    p->ElectionLoop();
+  });
   r->EnsureShippers();
   return r;
 }
@@ -744,7 +751,10 @@ void Replicator::EnsureShippers() {
   for (const auto& pair : wanted) {
     const uint32_t peer = pair.second;
     if (!shipping_.insert(peer).second) continue;
-    shippers_.emplace_back([this, peer] { ShipLoop(peer); });
+    shippers_.emplace_back([this, peer] {
+      storage::NameThisThread(absl::StrCat("ship-to-", peer));
+      ShipLoop(peer);
+    });
   }
 }
 
@@ -1203,7 +1213,10 @@ void Replicator::StartDedicated(Shard* shard, uint32_t peer) {
   }
   absl::MutexLock lock(&shippers_mu_);
   if (stopped_.load()) return;
-  shippers_.emplace_back([this, shard, peer] { ShipDedicated(shard, peer); });
+  shippers_.emplace_back([this, shard, peer] {
+    storage::NameThisThread(absl::StrCat("ship-", shard->index, "-to-", peer));
+    ShipDedicated(shard, peer);
+  });
 }
 
 void Replicator::KickShippers() {

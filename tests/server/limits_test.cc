@@ -3,6 +3,8 @@
 // each answered instead of held, and Stream calls past the server's bound
 // are refused.
 
+#include <pthread.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -10,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "storage/thread_name.h"
 #include "tests/server/test_server.h"
 
 namespace dedup::server::test {
@@ -61,6 +64,32 @@ class WorkerLimitTest : public ServerTest {
   absl::Notification started_;
   absl::Notification release_;
 };
+
+// Threads carry their role's name (as `top -H` shows it), cut to the 15
+// bytes Linux keeps.
+TEST_F(WorkerLimitTest, WorkersAndNamedThreadsShowTheirRole) {
+  std::string name;
+  absl::Notification ran;
+  ASSERT_EQ(server_->server().pool()->Submit([&] {
+    char buffer[16] = {};
+    pthread_getname_np(pthread_self(), buffer, sizeof(buffer));
+    name = buffer;
+    ran.Notify();
+  }),
+            WorkerPool::Admission::kQueued);
+  ran.WaitForNotification();
+  EXPECT_EQ(name, "worker");
+
+  std::string cut;
+  std::thread named([&] {
+    storage::NameThisThread("ship-1023-to-1024");
+    char buffer[16] = {};
+    pthread_getname_np(pthread_self(), buffer, sizeof(buffer));
+    cut = buffer;
+  });
+  named.join();
+  EXPECT_EQ(cut, "ship-1023-to-10");
+}
 
 TEST_F(WorkerLimitTest, AFullQueueAnswersResourceExhausted) {
   BlockTheWorker();
