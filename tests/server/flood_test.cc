@@ -32,6 +32,11 @@ constexpr size_t kResultBytes = 64 * 1024;
 // copies, 32 at once. Without backpressure and the answer cap, the stream
 // flood below asks for 10,000 x 6.4 MiB and the batches for 32 x 64 MiB.
 constexpr int64_t kRssBoundBytes = 256 << 20;
+// The 32 parallel Batches hold up to five copies of a 3 MiB answer each at
+// once (480 MiB), and glibc's per-thread arenas keep some of what was
+// freed: their peak growth measured 256 to 308 MiB. Without the answer cap
+// they would hold 32 x 64 MiB, far above this.
+constexpr int64_t kParallelRssBoundBytes = 384 << 20;
 
 int64_t ResidentBytes() {
   std::ifstream statm("/proc/self/statm");
@@ -167,7 +172,7 @@ TEST_F(FloodTest, ParallelBigBatchesAnswerResourceExhaustedWhereTheCapBitesAndSt
     EXPECT_EQ(answered, (3 << 20) / static_cast<int>(3 + 8 + kResultBytes)) << "client " << c;
     EXPECT_EQ(answered + exhausted, 1000) << "client " << c;
   }
-  EXPECT_LE(peak, kRssBoundBytes) << "MiB of growth: " << (peak >> 20);
+  EXPECT_LE(peak, kParallelRssBoundBytes) << "MiB of growth: " << (peak >> 20);
   std::cout << "parallel batches: peak growth " << (peak >> 20) << " MiB\n";
 }
 
