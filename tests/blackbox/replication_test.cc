@@ -217,6 +217,44 @@ TEST_F(ReplicationTest, FollowerFarBehindCatchesUpUnderTheSmallestMessageLimit) 
   EXPECT_EQ(history_.Acknowledged().size(), 1000u);
 }
 
+// Followers apply committed entries to their records in batches (64 at a
+// time under load), and the rest by the next heartbeat once the writes
+// stop: every replica of every shard then reports its whole log applied.
+// A follower's records are what it serves from if it is elected, so none
+// may be left behind for good.
+TEST_F(ReplicationTest, FollowersApplyEveryCommittedEntryOnceTheWritesStop) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster());
+  examples::PipelineReport report =
+      examples::RunPaymentPipeline(client_.get(), Payments("apply", 300));
+  ExpectEveryPaymentChargedOnce({report});
+
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  std::string behind;
+  do {
+    behind.clear();
+    const TopologyAnswers answers = cluster_->AskTopology();
+    const std::vector<Leadership> leaders = LeadersOf(answers, cluster_->shards());
+    for (uint32_t shard = 0; shard < leaders.size() && behind.empty(); ++shard) {
+      if (leaders[shard].node < 0 || !answers[leaders[shard].node].has_value()) {
+        behind = absl::StrCat("shard ", shard, " has no leader that answers");
+        break;
+      }
+      for (const v1::ShardLeader& led : answers[leaders[shard].node]->leaders()) {
+        if (led.shard() != shard) continue;
+        const uint64_t last = led.replicas_size() > 0 ? led.replicas(0).last_seq() : 0;
+        if (led.replicas_size() != 3) behind = led.ShortDebugString();
+        for (const v1::ReplicaStatus& replica : led.replicas()) {
+          if (replica.last_seq() != last || replica.applied_seq() != last) {
+            behind = absl::StrCat("shard ", shard, ": ", led.ShortDebugString());
+          }
+        }
+      }
+    }
+    if (!behind.empty()) absl::SleepFor(absl::Milliseconds(100));
+  } while (!behind.empty() && absl::Now() < give_up);
+  EXPECT_EQ(behind, "") << "a replica has not applied its whole log 10 s after the writes";
+}
+
 // Every node in turn gets SIGTERM while the field experiment runs, as a
 // rolling upgrade does: a leader hands its shards to an up-to-date follower
 // before it exits, so not one call fails beyond the client's own retries.
