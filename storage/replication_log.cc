@@ -287,11 +287,17 @@ absl::Status ReplicationLog::AppendAfter(uint32_t shard, uint64_t leader_epoch, 
                                            "/", log.last.seq, ", before ", prev.seq));
   }
   if (prev.seq >= log.first_seq) {
-    absl::StatusOr<LogEntry> at = ReadEntry(shard, prev.seq);
-    if (!at.ok()) return at.status();
-    if (at->epoch != prev.epoch) {
+    // Most appends follow the log's last entry, whose epoch is known
+    // without a read.
+    uint64_t epoch_at_prev = log.last.epoch;
+    if (prev.seq != log.last.seq) {
+      absl::StatusOr<LogEntry> at = ReadEntry(shard, prev.seq);
+      if (!at.ok()) return at.status();
+      epoch_at_prev = at->epoch;
+    }
+    if (epoch_at_prev != prev.epoch) {
       return absl::AbortedError(absl::StrCat("shard ", shard, ": entry ", prev.seq, " is of epoch ",
-                                             at->epoch, ", not ", prev.epoch));
+                                             epoch_at_prev, ", not ", prev.epoch));
     }
   } else if (prev.seq + 1 < log.first_seq) {
     return absl::AbortedError(absl::StrCat("shard ", shard, ": entries before ", log.first_seq,
@@ -396,58 +402,109 @@ absl::StatusOr<std::vector<LogEntry>> ReplicationLog::Read(uint32_t shard, uint6
 
 absl::Status ReplicationLog::ApplyThrough(uint32_t shard, uint64_t seq,
                                           absl::Span<const LogEntry> known) {
-  ShardLog& log = *shards_[shard];
-  absl::MutexLock lock(&log.mu);
-  if (seq > log.last.seq) {
-    return absl::OutOfRangeError(
-        absl::StrCat("shard ", shard, ": the log ends at ", log.last.seq, ", before ", seq));
+  return ApplyAll({{shard, seq, known}}).front();
+}
+
+std::vector<absl::Status> ReplicationLog::ApplyAll(absl::Span<const ShardApply> applies)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  std::vector<absl::Status> results(applies.size());
+  // Shards locked in index order, as AppendAll does.
+  std::vector<size_t> order(applies.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return applies[a].shard < applies[b].shard; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (applies[order[i]].shard == applies[order[i - 1]].shard) {
+      for (absl::Status& result : results) {
+        result = absl::InvalidArgumentError("ApplyAll: a shard appears twice");
+      }
+      return results;
+    }
   }
+  for (size_t i : order) shards_[applies[i].shard]->mu.Lock();
+
   // Entries go to the records in writes of about kApplyBytes, each with
-  // the applied position it reaches, so that a restart resumes after the
-  // last whole write.
+  // the applied position every shard in it reaches, so that a restart
+  // resumes after the last whole write.
   constexpr size_t kApplyBytes = 1 << 20;
   rocksdb::WriteBatch apply;
-  LogPosition reached = log.applied;
-  auto write = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(log.mu) {
-    if (reached == log.applied) return absl::OkStatus();
-    apply.Put(dir_->log(), ShardKey(kAppliedTag, shard), EncodePosition(reached));
-    absl::Status written = FromRocks(dir_->db()->Write(rocksdb::WriteOptions(), &apply),
-                                     absl::StrCat("applying shard ", shard, "'s log"));
-    if (written.ok()) log.applied = reached;
-    apply.Clear();
-    return written;
+  struct Reached {
+    size_t index;  // In `applies`.
+    LogPosition position;
   };
-  for (uint64_t next = log.applied.seq + 1; next <= seq; ++next) {
-    const LogEntry* entry = nullptr;
-    absl::StatusOr<LogEntry> read;
-    if (!known.empty() && next >= known.front().seq && next - known.front().seq < known.size() &&
-        known[next - known.front().seq].seq == next) {
-      entry = &known[next - known.front().seq];
-    } else {
-      read = ReadEntry(shard, next);
-      if (!read.ok()) {
-        absl::Status written = write();
-        if (!written.ok()) return written;
-        return read.status().code() == absl::StatusCode::kNotFound
-                   ? absl::DataLossError(read.status().message())
-                   : read.status();
+  std::vector<Reached> in_batch;
+  auto write = [&]() {
+    if (in_batch.empty()) return;
+    for (const Reached& r : in_batch) {
+      apply.Put(dir_->log(), ShardKey(kAppliedTag, applies[r.index].shard),
+                EncodePosition(r.position));
+    }
+    const absl::Status written =
+        FromRocks(dir_->db()->Write(rocksdb::WriteOptions(), &apply),
+                  absl::StrCat("applying shard ", applies[in_batch.front().index].shard,
+                               in_batch.size() > 1 ? " and others' logs" : "'s log"));
+    for (const Reached& r : in_batch) {
+      if (written.ok()) {
+        shards_[applies[r.index].shard]->applied = r.position;
+      } else if (results[r.index].ok()) {
+        results[r.index] = written;
       }
-      entry = &*read;
     }
-    rocksdb::WriteBatch logged(entry->batch);
-    ToShardFamily retarget(*dir_, shard, &apply);
-    rocksdb::Status s = logged.Iterate(&retarget);
-    if (!s.ok()) {
-      return absl::DataLossError(
-          absl::StrCat("shard ", shard, ": log entry ", next, " does not replay: ", s.ToString()));
+    apply.Clear();
+    in_batch.clear();
+  };
+  for (size_t i : order) {
+    const ShardApply& a = applies[i];
+    ShardLog& log = *shards_[a.shard];
+    if (a.seq > log.last.seq) {
+      results[i] = absl::OutOfRangeError(
+          absl::StrCat("shard ", a.shard, ": the log ends at ", log.last.seq, ", before ", a.seq));
+      continue;
     }
-    reached = entry->position();
-    if (apply.GetDataSize() >= kApplyBytes) {
-      absl::Status written = write();
-      if (!written.ok()) return written;
+    LogPosition reached = log.applied;
+    bool write_failed = false;
+    for (uint64_t next = log.applied.seq + 1; next <= a.seq && results[i].ok(); ++next) {
+      const LogEntry* entry = nullptr;
+      absl::StatusOr<LogEntry> read;
+      const absl::Span<const LogEntry> known = a.known;
+      if (!known.empty() && next >= known.front().seq && next - known.front().seq < known.size() &&
+          known[next - known.front().seq].seq == next) {
+        entry = &known[next - known.front().seq];
+      } else {
+        read = ReadEntry(a.shard, next);
+        if (!read.ok()) {
+          results[i] = read.status().code() == absl::StatusCode::kNotFound
+                           ? absl::DataLossError(read.status().message())
+                           : read.status();
+          break;
+        }
+        entry = &*read;
+      }
+      rocksdb::WriteBatch logged(entry->batch);
+      ToShardFamily retarget(*dir_, a.shard, &apply);
+      apply.SetSavePoint();
+      rocksdb::Status s = logged.Iterate(&retarget);
+      if (!s.ok()) {
+        apply.RollbackToSavePoint().PermitUncheckedError();
+        results[i] = absl::DataLossError(absl::StrCat("shard ", a.shard, ": log entry ", next,
+                                                      " does not replay: ", s.ToString()));
+        break;
+      }
+      apply.PopSavePoint().PermitUncheckedError();
+      reached = entry->position();
+      if (apply.GetDataSize() >= kApplyBytes) {
+        in_batch.push_back({i, reached});
+        write();
+        write_failed = !results[i].ok();
+      }
     }
+    // What this shard reached before an error reading or replaying an
+    // entry is written too: those entries are committed and replayed whole.
+    if (!write_failed && reached != log.applied) in_batch.push_back({i, reached});
   }
-  return write();
+  write();
+  for (size_t i : order) shards_[applies[i].shard]->mu.Unlock();
+  return results;
 }
 
 absl::Status ReplicationLog::TrimThrough(uint32_t shard, uint64_t seq) {

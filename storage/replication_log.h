@@ -148,6 +148,16 @@ class ReplicationLog {
   // the others are read back from the log. OUT_OF_RANGE when the log does
   // not reach `seq`; DATA_LOSS when an entry cannot be read back.
   absl::Status ApplyThrough(uint32_t shard, uint64_t seq, absl::Span<const LogEntry> known = {});
+  // ApplyThrough for several shards (distinct) at once, in as few RocksDB
+  // writes as their size allows: one for a leader's call that wrote to
+  // several shards. One status per apply, in order; a failed write fails
+  // every shard it carried.
+  struct ShardApply {
+    uint32_t shard = 0;
+    uint64_t seq = 0;
+    absl::Span<const LogEntry> known;
+  };
+  std::vector<absl::Status> ApplyAll(absl::Span<const ShardApply> applies);
 
   // Removes entries up to and including `seq`, which must be applied
   // (FAILED_PRECONDITION otherwise).

@@ -1555,6 +1555,10 @@ std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> wr
     if (appended.ok()) KickShippers();
   }
   const absl::Time deadline = absl::Now() + options_.lease_ttl;
+  // The committed writes, applied together below: one RocksDB write for
+  // every shard of the call.
+  std::vector<storage::ReplicationLog::ShardApply> applies;
+  std::vector<size_t> applied_writes;
   for (size_t i = 0; i < writes.size(); ++i) {
     if (epochs[i] == 0) continue;
     Shard& shard = *shards_[writes[i].shard];
@@ -1584,13 +1588,21 @@ std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> wr
           "not take effect, retry"));
       continue;
     }
-    results[i] = log_->ApplyThrough(shard.index, seq, absl::MakeConstSpan(&entries[i], 1));
-    if (results[i].ok() && !LeaseValid()) {
+    applies.push_back({shard.index, seq, absl::MakeConstSpan(&entries[i], 1)});
+    applied_writes.push_back(i);
+  }
+  if (applies.empty()) return results;
+  const std::vector<absl::Status> applied = log_->ApplyAll(applies);
+  const bool lease_valid = LeaseValid();
+  for (size_t k = 0; k < applied_writes.size(); ++k) {
+    const size_t i = applied_writes[k];
+    results[i] = applied[k];
+    if (results[i].ok() && !lease_valid) {
       // A node paused past its lease may have been replaced while it
       // waited: it answers nothing more. The entry is on a majority, so
       // every later leader holds it.
       results[i] = absl::UnavailableError(absl::StrCat(
-          "shard ", shard.index,
+          "shard ", applies[k].shard,
           ": this node's leadership lease ran out before it could answer; the write is on a "
           "majority of the replicas and takes effect, retry"));
     }

@@ -174,6 +174,45 @@ TEST_F(ReplicationLogTest, ApplyingTakesTheCallersEntriesAndReadsBackTheOthers) 
   EXPECT_EQ(Record("held"), "v-held");
 }
 
+// A leader's call that wrote to several shards applies them together:
+// each shard through its own entry, the caller's copy used where it has
+// one, and a shard that cannot be applied fails alone.
+TEST_F(ReplicationLogTest, ApplyingSeveralShardsTakesEachThroughItsOwnEntry) {
+  ASSERT_TRUE(log_->Append(1, 1, Batch({"one-a"})).ok());
+  ASSERT_TRUE(log_->Append(1, 1, Batch({"one-logged"})).ok());
+  ASSERT_TRUE(log_->Append(1, 1, Batch({"one-later"})).ok());
+  ASSERT_TRUE(log_->Append(kShard, 1, Batch({"two-a"}, {"two-gone"})).ok());
+  ASSERT_TRUE(log_->Append(3, 1, Batch({"three-a"})).ok());
+  const std::vector<LogEntry> known = {Entry(1, 2, {"one-held"})};
+
+  const std::vector<absl::Status> applied =
+      log_->ApplyAll({{kShard, 1, {}}, {1, 2, known}, {3, 5, {}}});
+  ASSERT_EQ(applied.size(), 3u);
+  EXPECT_TRUE(applied[0].ok()) << applied[0];
+  EXPECT_TRUE(applied[1].ok()) << applied[1];
+  EXPECT_EQ(applied[2].code(), absl::StatusCode::kOutOfRange) << "shard 3's log ends at 1";
+  EXPECT_EQ(log_->Applied(1), (LogPosition{1, 2}));
+  EXPECT_EQ(log_->Applied(kShard), (LogPosition{1, 1}));
+  EXPECT_EQ(log_->Applied(3), (LogPosition{}));
+  EXPECT_EQ(Record(1, "one-a"), "v-one-a") << "read back";
+  EXPECT_EQ(Record(1, "one-held"), "v-one-held") << "the caller's copy of entry 2";
+  EXPECT_EQ(Record(1, "one-logged"), "(none)");
+  EXPECT_EQ(Record(1, "one-later"), "(none)") << "entry 3 is not applied yet";
+  EXPECT_EQ(Record(kShard, "two-a"), "v-two-a");
+  EXPECT_EQ(Record(3, "three-a"), "(none)");
+
+  const std::vector<absl::Status> twice = log_->ApplyAll({{3, 1, {}}, {3, 1, {}}});
+  for (const absl::Status& status : twice) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << "a shard named twice";
+  }
+  EXPECT_EQ(Record(3, "three-a"), "(none)") << "nothing applied";
+
+  ASSERT_NO_FATAL_FAILURE(Open());
+  EXPECT_EQ(log_->Applied(1), (LogPosition{1, 2})) << "persisted with the records";
+  EXPECT_EQ(log_->Applied(kShard), (LogPosition{1, 1}));
+  EXPECT_EQ(Record(1, "one-held"), "v-one-held");
+}
+
 TEST_F(ReplicationLogTest, PositionsAndPromisesSurviveAReopen) {
   ASSERT_TRUE(log_->Append(kShard, 3, Batch({"a"})).ok());
   ASSERT_TRUE(log_->Append(kShard, 3, Batch({"b"})).ok());
