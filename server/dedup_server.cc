@@ -128,13 +128,14 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
   builder.RegisterService(server->service_.get());
   if (server->replication_service_ != nullptr) {
     builder.RegisterService(server->replication_service_.get());
-    // The replication calls run on gRPC's synchronous server, whose threads
-    // poll for calls. With gRPC's defaults (at most 2 polling) a thread
-    // that finds a call starts another one when none is left polling, and
-    // one that finishes exits when 2 already poll: under load threads were
-    // created and ended all the time. Keeping up to kReplicationPollers
+    // The replication calls other than Ship (replication_service.h) run on
+    // gRPC's synchronous server, whose threads poll for calls. With gRPC's
+    // defaults (at most 2 polling) a thread that finds a call starts
+    // another one when none is left polling, and one that finishes exits
+    // when 2 already poll: when Ship ran there too, threads were created
+    // and ended all the time under load. Keeping up to kReplicationPollers
     // threads polling ends that churn (`bench/replicated --threads` reports
-    // threads that ended during its runs: none).
+    // threads that ended during its runs).
     builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
     builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
                                 kReplicationPollers);
@@ -206,8 +207,10 @@ absl::Status DedupServer::JoinReplicatedCluster(const ServerSettings& settings) 
   store_->SetReplicator(replicator_.get());
   replication_metrics_ =
       std::make_unique<cluster::ReplicationMetrics>(replicator_.get(), settings.replication_factor);
-  replication_service_ =
-      std::make_unique<cluster::ReplicationService>(replicator_.get(), auth_.get());
+  replication_pool_ = std::make_unique<WorkerPool>(
+      kReplicationPollers, settings.limits.max_queued_tasks, "replica-ship");
+  replication_service_ = std::make_unique<cluster::ReplicationService>(
+      replicator_.get(), auth_.get(), store_.get(), replication_pool_.get());
   return absl::OkStatus();
 }
 
@@ -280,12 +283,14 @@ void DedupServer::Shutdown(absl::Duration grace) {
   }
   if (pool_ != nullptr) pool_->Shutdown();
   if (scan_pool_ != nullptr) scan_pool_->Shutdown();
+  if (replication_pool_ != nullptr) replication_pool_->Shutdown();
   http_.reset();
   probes_.reset();
   if (replicator_ != nullptr) replicator_->Stop();
   grpc_server_.reset();
   service_.reset();
   replication_service_.reset();
+  replication_pool_.reset();
   replication_metrics_.reset();
   replicator_.reset();
   replication_log_.reset();

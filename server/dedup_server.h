@@ -90,6 +90,9 @@ class DedupServer {
   std::unique_ptr<cluster::ReplicationMetrics> replication_metrics_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<WorkerPool> scan_pool_;
+  // Replicated: the followers' Ship calls that may wait for a disk
+  // (replication_service.h).
+  std::unique_ptr<WorkerPool> replication_pool_;
   std::unique_ptr<DedupService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<StorageMonitor> monitor_;

@@ -203,6 +203,7 @@ class Store {
   // Whether RocksDB delays or stops writes now, so that a write would wait
   // for a flush or compaction. Cheap: one atomic read.
   bool WritesStalled() const;
+  Durability durability() const { return options_.durability; }
 
   // After RESOURCE_EXHAUSTED, tries to accept writes again (once space has
   // been freed); OK when it does. Other errors are returned unchanged.

@@ -4,7 +4,7 @@
 
 namespace dedup::server::cluster {
 
-grpc::Status ReplicationService::Allowed(const grpc::ServerContext& context) {
+grpc::Status ReplicationService::Allowed(const grpc::ServerContextBase& context) {
   absl::StatusOr<Caller> caller = auth_->Authenticate(context);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
   return ToGrpcStatus(auth_->Authorize(*caller, "*", Role::kReplica));
@@ -19,15 +19,41 @@ grpc::Status ReplicationService::Append(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ReplicationService::Ship(grpc::ServerContext* context,
-                                      const replication::v1::ShipRequest* request,
-                                      replication::v1::ShipResponse* response) {
+grpc::ServerUnaryReactor* ReplicationService::Ship(grpc::CallbackServerContext* context,
+                                                   const replication::v1::ShipRequest* request,
+                                                   replication::v1::ShipResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   grpc::Status allowed = Allowed(*context);
-  if (!allowed.ok()) return allowed;
-  absl::StatusOr<replication::v1::ShipResponse> shipped = replicator_->HandleShip(*request);
-  if (!shipped.ok()) return ToGrpcStatus(shipped.status());
-  *response = std::move(*shipped);
-  return grpc::Status::OK;
+  if (!allowed.ok()) {
+    reactor->Finish(allowed);
+    return reactor;
+  }
+  auto handle = [this, reactor, request, response] {
+    absl::StatusOr<replication::v1::ShipResponse> shipped = replicator_->HandleShip(*request);
+    if (!shipped.ok()) {
+      reactor->Finish(ToGrpcStatus(shipped.status()));
+      return;
+    }
+    *response = std::move(*shipped);
+    reactor->Finish(grpc::Status::OK);
+  };
+  if (store_->durability() == storage::Durability::kBuffered && !store_->WritesStalled()) {
+    handle();
+    return reactor;
+  }
+  switch (pool_->Submit(handle)) {
+    case WorkerPool::Admission::kQueued:
+      break;
+    case WorkerPool::Admission::kFull:
+      // The leader sends again after a pause.
+      reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                   "too many replication calls waiting for storage"));
+      break;
+    case WorkerPool::Admission::kShuttingDown:
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down"));
+      break;
+  }
+  return reactor;
 }
 
 grpc::Status ReplicationService::Promise(grpc::ServerContext* context,

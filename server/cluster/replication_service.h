@@ -9,19 +9,30 @@
 #include "dedup/replication/v1/replication.grpc.pb.h"
 #include "server/authorization.h"
 #include "server/cluster/replicator.h"
+#include "server/worker_pool.h"
+#include "storage/store.h"
 
 namespace dedup::server::cluster {
 
-class ReplicationService final : public replication::v1::Replication::Service {
+// Ship, the call that carries every write, runs on gRPC's callback threads.
+// In buffered durability, while the store's writes are not stalled, it is
+// handled on the thread that read it, without a hand-off to another
+// thread; otherwise (fsync, whose Ship waits for a sync of the log, or a
+// stall) on `pool`, so that gRPC's threads never wait for a disk. The
+// other calls are rare and run on gRPC's synchronous server.
+class ReplicationService final : public replication::v1::Replication::WithCallbackMethod_Ship<
+                                     replication::v1::Replication::Service> {
  public:
-  // Both must outlive the service.
-  ReplicationService(Replicator* replicator, Authorizer* auth)
-      : replicator_(replicator), auth_(auth) {}
+  // All must outlive the service.
+  ReplicationService(Replicator* replicator, Authorizer* auth, const storage::Store* store,
+                     WorkerPool* pool)
+      : replicator_(replicator), auth_(auth), store_(store), pool_(pool) {}
 
   grpc::Status Append(grpc::ServerContext* context, const replication::v1::AppendRequest* request,
                       replication::v1::AppendResponse* response) override;
-  grpc::Status Ship(grpc::ServerContext* context, const replication::v1::ShipRequest* request,
-                    replication::v1::ShipResponse* response) override;
+  grpc::ServerUnaryReactor* Ship(grpc::CallbackServerContext* context,
+                                 const replication::v1::ShipRequest* request,
+                                 replication::v1::ShipResponse* response) override;
   grpc::Status Promise(grpc::ServerContext* context, const replication::v1::PromiseRequest* request,
                        replication::v1::PromiseResponse* response) override;
   grpc::Status ReadLog(grpc::ServerContext* context, const replication::v1::ReadLogRequest* request,
@@ -30,10 +41,12 @@ class ReplicationService final : public replication::v1::Replication::Service {
                        replication::v1::RestoreResponse* response) override;
 
  private:
-  grpc::Status Allowed(const grpc::ServerContext& context);
+  grpc::Status Allowed(const grpc::ServerContextBase& context);
 
   Replicator* const replicator_;
   Authorizer* const auth_;
+  const storage::Store* const store_;
+  WorkerPool* const pool_;
 };
 
 }  // namespace dedup::server::cluster
