@@ -1,6 +1,7 @@
 #include "storage/replication_log.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -109,6 +110,20 @@ class ToShardFamily final : public rocksdb::WriteBatch::Handler {
   rocksdb::WriteBatch* const out_;
 };
 
+// The indices of `items` in ascending order of their `shard`, or nullopt
+// when a shard appears twice.
+template <typename T>
+std::optional<std::vector<size_t>> InShardOrder(absl::Span<const T> items) {
+  std::vector<size_t> order(items.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return items[a].shard < items[b].shard; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (items[order[i]].shard == items[order[i - 1]].shard) return std::nullopt;
+  }
+  return order;
+}
+
 }  // namespace
 
 ReplicationLog::ReplicationLog(DataDir* dir, Durability durability)
@@ -210,15 +225,10 @@ absl::StatusOr<std::vector<LogPosition>> ReplicationLog::AppendAll(
     const std::vector<ShardAppend>& appends) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Shards locked in index order, so that two calls never wait on each
   // other in a cycle.
-  std::vector<size_t> order(appends.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return appends[a].shard < appends[b].shard; });
-  for (size_t i = 1; i < order.size(); ++i) {
-    if (appends[order[i]].shard == appends[order[i - 1]].shard) {
-      return absl::InvalidArgumentError("AppendAll: a shard appears twice");
-    }
-  }
+  const std::optional<std::vector<size_t>> ordered =
+      InShardOrder(absl::Span<const ShardAppend>(appends));
+  if (!ordered.has_value()) return absl::InvalidArgumentError("AppendAll: a shard appears twice");
+  const std::vector<size_t>& order = *ordered;
   for (size_t i : order) shards_[appends[i].shard]->mu.Lock();
   std::vector<LogPosition> positions(appends.size());
   absl::Status status;
@@ -409,18 +419,14 @@ std::vector<absl::Status> ReplicationLog::ApplyAll(absl::Span<const ShardApply> 
     ABSL_NO_THREAD_SAFETY_ANALYSIS {
   std::vector<absl::Status> results(applies.size());
   // Shards locked in index order, as AppendAll does.
-  std::vector<size_t> order(applies.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return applies[a].shard < applies[b].shard; });
-  for (size_t i = 1; i < order.size(); ++i) {
-    if (applies[order[i]].shard == applies[order[i - 1]].shard) {
-      for (absl::Status& result : results) {
-        result = absl::InvalidArgumentError("ApplyAll: a shard appears twice");
-      }
-      return results;
+  const std::optional<std::vector<size_t>> ordered = InShardOrder(applies);
+  if (!ordered.has_value()) {
+    for (absl::Status& result : results) {
+      result = absl::InvalidArgumentError("ApplyAll: a shard appears twice");
     }
+    return results;
   }
+  const std::vector<size_t>& order = *ordered;
   for (size_t i : order) shards_[applies[i].shard]->mu.Lock();
 
   // Entries go to the records in writes of about kApplyBytes, each with
