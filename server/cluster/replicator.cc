@@ -1660,8 +1660,9 @@ rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request, 
   // What is committed and certainly the leader's: up to the last entry it
   // sent (a longer tail here may be an older epoch's).
   const uint64_t apply_to = std::min<uint64_t>(request.commit_seq(), prev.seq + entries.size());
-  const uint64_t applied = log_->Applied(s).seq;
-  if (apply_to > applied && (entries.empty() || apply_to - applied >= kFollowerApplyEntries)) {
+  const uint64_t applied_seq = log_->Applied(s).seq;
+  if (apply_to > applied_seq &&
+      (entries.empty() || apply_to - applied_seq >= kFollowerApplyEntries)) {
     absl::Status applied = log_->ApplyThrough(s, apply_to, entries);
     if (!applied.ok()) {
       LogEvent(spdlog::level::err, "cannot apply committed entries",
