@@ -112,10 +112,27 @@ std::vector<MetricFamily> ReplicationMetrics::Collect() const {
                       "transaction.",
                       MetricType::Counter,
                       {Value(MetricType::Counter, static_cast<double>(counters.elections_lost))}};
+  MetricFamily calls{"dedup_replication_ship_calls_total",
+                     "Replication calls this node sent a follower as a leader, each carrying "
+                     "the appends of every shard it leads there (heartbeats included).",
+                     MetricType::Counter,
+                     {}};
+  MetricFamily entries{"dedup_replication_shipped_entries_total",
+                       "Log entries this node sent a follower as a leader. Over the calls, "
+                       "how many writes one round trip to the follower carries.",
+                       MetricType::Counter,
+                       {}};
+  for (const auto& [node, shipped] : counters.shipped) {
+    const std::string follower = absl::StrCat(node);
+    calls.metric.push_back(
+        Value(MetricType::Counter, static_cast<double>(shipped.calls), {{"follower", follower}}));
+    entries.metric.push_back(
+        Value(MetricType::Counter, static_cast<double>(shipped.entries), {{"follower", follower}}));
+  }
   return {std::move(factor), std::move(leader), std::move(epoch),   std::move(without),
           std::move(live),   std::move(lag),    std::move(learner), std::move(voters),
           std::move(moving), std::move(copied), std::move(changes), std::move(fenced),
-          std::move(failed)};
+          std::move(failed), std::move(calls),  std::move(entries)};
 }
 
 }  // namespace dedup::server::cluster

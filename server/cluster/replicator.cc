@@ -1306,6 +1306,7 @@ void Replicator::ShipDedicated(Shard* shard, uint32_t peer) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl)));
     grpc::Status status = stub->Append(&context, out.request, &response);
+    CountShipped(peer, out.entries);
     bool more = false;
     if (TakeAppendResult(out, peer, status, response, &more)) ReleaseLeaderKey(s, out.epoch);
     if (!status.ok()) {
@@ -1401,6 +1402,9 @@ void Replicator::ShipLoop(uint32_t peer) {
       grpc::ClientContext context;
       context.set_deadline(absl::ToChronoTime(deadline));
       shipped = stub->Ship(&context, request, &response);
+      size_t entries = 0;
+      for (const Outgoing& out : outgoing) entries += out.entries;
+      CountShipped(peer, entries);
       if (shipped.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
         // A peer from before Ship (a rolling upgrade): one call per shard.
         ship_supported = false;
@@ -2344,8 +2348,19 @@ std::vector<ShardView> Replicator::Views() {
   return views;
 }
 
+void Replicator::CountShipped(uint32_t peer, size_t entries) {
+  absl::MutexLock lock(&shipped_mu_);
+  ShipCounters& counters = shipped_[peer];
+  ++counters.calls;
+  counters.entries += entries;
+}
+
 ReplicatorCounters Replicator::Counters() const {
-  return {leader_changes_.load(), fenced_appends_.load(), elections_lost_.load()};
+  ReplicatorCounters counters{
+      leader_changes_.load(), fenced_appends_.load(), elections_lost_.load(), {}};
+  absl::MutexLock lock(&shipped_mu_);
+  counters.shipped = shipped_;
+  return counters;
 }
 
 }  // namespace dedup::server::cluster

@@ -130,11 +130,20 @@ struct ShardView {
   uint64_t move_behind = 0;
 };
 
+// What this node, as a leader, sent one follower since start.
+struct ShipCounters {
+  // Replication calls that carried appends (a Ship of many shards, or an
+  // Append of one), heartbeats included.
+  uint64_t calls = 0;
+  uint64_t entries = 0;  // Log entries in them.
+};
+
 // Counters since start, for the metrics.
 struct ReplicatorCounters {
-  uint64_t leader_changes = 0;  // Shards this node took over.
-  uint64_t fenced_appends = 0;  // Appends refused for a lower epoch.
-  uint64_t elections_lost = 0;  // Attempts without a majority or etcd.
+  uint64_t leader_changes = 0;               // Shards this node took over.
+  uint64_t fenced_appends = 0;               // Appends refused for a lower epoch.
+  uint64_t elections_lost = 0;               // Attempts without a majority or etcd.
+  std::map<uint32_t, ShipCounters> shipped;  // By follower.
 };
 
 class Replicator : public storage::ShardReplicator {
@@ -341,6 +350,8 @@ class Replicator : public storage::ShardReplicator {
                         const replication::v1::AppendResponse& response, bool* more);
   // Wakes the shipping loops: new entries to send.
   void KickShippers();
+  // Counts one call to `peer` carrying `entries` log entries.
+  void CountShipped(uint32_t peer, size_t entries);
   void ReadLeadership();
   void Elect(Shard* shard);
   absl::Status CatchUpFrom(Shard* shard, uint32_t node, storage::LogPosition target,
@@ -407,6 +418,8 @@ class Replicator : public storage::ShardReplicator {
   std::atomic<uint64_t> leader_changes_{0};
   std::atomic<uint64_t> fenced_appends_{0};
   std::atomic<uint64_t> elections_lost_{0};
+  mutable absl::Mutex shipped_mu_;
+  std::map<uint32_t, ShipCounters> shipped_ ABSL_GUARDED_BY(shipped_mu_);
 
   absl::Mutex stop_mu_;
   bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,7 @@
 #include "tests/blackbox/leader_watch.h"
 #include "tests/blackbox/pipeline_history.h"
 #include "tests/blackbox/replicated_cluster.h"
+#include "tests/common/http_scrape.h"
 #include "tests/common/temp_dir.h"
 
 namespace dedup::blackbox {
@@ -227,6 +229,11 @@ TEST_F(ReplicationTest, FollowersApplyEveryCommittedEntryOnceTheWritesStop) {
   // (replication_service.h); the other tests run fsync, where a pool does.
   ReplicatedClusterOptions options;
   options.durability = "buffered";
+  // /metrics of every node, for what the leaders say they shipped.
+  const std::vector<int> metrics_ports = FreePorts(3);
+  for (int node = 0; node < 3; ++node) {
+    options.node_flags[node] = {absl::StrCat("--metrics_listen=127.0.0.1:", metrics_ports[node])};
+  }
   ASSERT_NO_FATAL_FAILURE(StartCluster(options));
   examples::PipelineReport report =
       examples::RunPaymentPipeline(client_.get(), Payments("apply", 300));
@@ -234,8 +241,10 @@ TEST_F(ReplicationTest, FollowersApplyEveryCommittedEntryOnceTheWritesStop) {
 
   const absl::Time give_up = absl::Now() + absl::Seconds(10);
   std::string behind;
+  uint64_t entries_in_logs = 0;  // Over the shards, as their leaders hold them.
   do {
     behind.clear();
+    entries_in_logs = 0;
     const TopologyAnswers answers = cluster_->AskTopology();
     const std::vector<Leadership> leaders = LeadersOf(answers, cluster_->shards());
     for (uint32_t shard = 0; shard < leaders.size() && behind.empty(); ++shard) {
@@ -246,6 +255,7 @@ TEST_F(ReplicationTest, FollowersApplyEveryCommittedEntryOnceTheWritesStop) {
       for (const v1::ShardLeader& led : answers[leaders[shard].node]->leaders()) {
         if (led.shard() != shard) continue;
         const uint64_t last = led.replicas_size() > 0 ? led.replicas(0).last_seq() : 0;
+        entries_in_logs += last;
         if (led.replicas_size() != 3) behind = led.ShortDebugString();
         for (const v1::ReplicaStatus& replica : led.replicas()) {
           if (replica.last_seq() != last || replica.applied_seq() != last) {
@@ -257,6 +267,30 @@ TEST_F(ReplicationTest, FollowersApplyEveryCommittedEntryOnceTheWritesStop) {
     if (!behind.empty()) absl::SleepFor(absl::Milliseconds(100));
   } while (!behind.empty() && absl::Now() < give_up);
   EXPECT_EQ(behind, "") << "a replica has not applied its whole log 10 s after the writes";
+
+  // Every entry reached both followers in a leader's replication calls
+  // (nothing was re-seeded here), and the leaders count them: in all, at
+  // least twice the entries of the logs, in calls to each other node.
+  double shipped_entries = 0;
+  for (int node = 0; node < 3; ++node) {
+    const test::HttpReply reply = test::HttpGet(metrics_ports[node], "/metrics");
+    ASSERT_EQ(reply.code, 200) << "node " << node << " /metrics";
+    const std::map<std::string, double> series = test::ParseMetrics(reply.body);
+    for (int follower = 0; follower < 3; ++follower) {
+      if (follower == node) continue;
+      const std::string label = absl::StrCat("{follower=\"", follower, "\"}");
+      const auto calls = series.find("dedup_replication_ship_calls_total" + label);
+      ASSERT_NE(calls, series.end()) << "node " << node << " counts no calls to " << follower;
+      EXPECT_GT(calls->second, 0) << "node " << node << " to " << follower;
+      const auto entries = series.find("dedup_replication_shipped_entries_total" + label);
+      ASSERT_NE(entries, series.end()) << "node " << node << " counts no entries to " << follower;
+      shipped_entries += entries->second;
+    }
+  }
+  std::cout << "entries in the shards' logs: " << entries_in_logs
+            << "; shipped to followers in all: " << shipped_entries << "\n";
+  EXPECT_GT(entries_in_logs, 0u);
+  EXPECT_GE(shipped_entries, 2.0 * static_cast<double>(entries_in_logs));
 }
 
 // Every node in turn gets SIGTERM while the field experiment runs, as a

@@ -95,6 +95,8 @@ REQUIRED_REPLICATION = {
     "dedup_replication_learner": {"shard"},
     "dedup_replication_voters": {"shard"},
     "dedup_replication_moving": {"shard"},
+    "dedup_replication_ship_calls_total": {"follower"},
+    "dedup_replication_shipped_entries_total": {"follower"},
 }
 # Series that have samples only while something is under way (a shard
 # move), so the check cannot see their labels on an idle node: declared.

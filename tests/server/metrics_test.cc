@@ -1,75 +1,24 @@
 // What operators see: /metrics scraped over HTTP after scripted workloads
 // asserts exact counter deltas, and health (gRPC, /healthz, /readyz)
 // flips when storage fails under the server.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <map>
 #include <memory>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/server_settings.h"
 #include "storage/testing/rocksdb_env.h"
 #include "tests/common/fault_injection_file_system.h"
+#include "tests/common/http_scrape.h"
 #include "tests/server/test_server.h"
 
 namespace dedup::server::test {
 namespace {
 
-struct HttpReply {
-  int code = 0;
-  std::string body;
-};
-
-// A plain HTTP/1.0 GET to 127.0.0.1:port.
-HttpReply Get(int port, const std::string& path) {
-  HttpReply reply;
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return reply;
-  }
-  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return reply;
-  }
-  std::string raw;
-  char buffer[8192];
-  for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) > 0;) raw.append(buffer, n);
-  close(fd);
-  const size_t space = raw.find(' ');
-  const size_t body = raw.find("\r\n\r\n");
-  if (space == std::string::npos || body == std::string::npos) return reply;
-  if (!absl::SimpleAtoi(raw.substr(space + 1, 3), &reply.code)) return reply;
-  reply.body = raw.substr(body + 4);
-  return reply;
-}
-
-// Series → value from the Prometheus text format; labels as printed
-// (prometheus-cpp sorts them by name).
-std::map<std::string, double> ParseMetrics(const std::string& text) {
-  std::map<std::string, double> series;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t space = line.rfind(' ');
-    double value = 0;
-    if (space != absl::string_view::npos && absl::SimpleAtod(line.substr(space + 1), &value)) {
-      series[std::string(line.substr(0, space))] = value;
-    }
-  }
-  return series;
-}
+using ::dedup::test::HttpGet;
+using ::dedup::test::HttpReply;
+using ::dedup::test::ParseMetrics;
 
 constexpr char kConfig[] = R"pb(
   durability: "buffered"
@@ -109,7 +58,7 @@ class MetricsTest : public ::testing::Test {
 
   std::map<std::string, double> Scrape() {
     server_->RefreshStorageStats();
-    HttpReply reply = Get(server_->http_port(), "/metrics");
+    HttpReply reply = HttpGet(server_->http_port(), "/metrics");
     EXPECT_EQ(reply.code, 200);
     return ParseMetrics(reply.body);
   }
@@ -276,9 +225,9 @@ TEST_F(MetricsTest, ProcessReadinessAndVolumeMetricsAreExported) {
 }
 
 TEST_F(MetricsTest, ProbesAnswerOkWhileServing) {
-  EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 200);
-  EXPECT_EQ(Get(server_->http_port(), "/readyz").code, 200);
-  EXPECT_EQ(Get(server_->http_port(), "/nothing-here").code, 404);
+  EXPECT_EQ(HttpGet(server_->http_port(), "/healthz").code, 200);
+  EXPECT_EQ(HttpGet(server_->http_port(), "/readyz").code, 200);
+  EXPECT_EQ(HttpGet(server_->http_port(), "/nothing-here").code, 404);
   EXPECT_EQ(HealthOfDedup(), "SERVING");
 }
 
@@ -302,8 +251,8 @@ TEST_F(MetricsTest, StorageFailureTurnsHealthNotServingAndProbesUnavailable) {
   EXPECT_EQ(m["dedup_ready"], 0);
   EXPECT_EQ(m[R"(dedup_requests_total{code="UNAVAILABLE",method="Claim"})"], 1);
   EXPECT_EQ(HealthOfDedup(), "NOT_SERVING");
-  EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 503);
-  EXPECT_EQ(Get(server_->http_port(), "/readyz").code, 503);
+  EXPECT_EQ(HttpGet(server_->http_port(), "/healthz").code, 503);
+  EXPECT_EQ(HttpGet(server_->http_port(), "/readyz").code, 503);
 }
 
 TEST_F(MetricsTest, FullDiskRefusesWritesKeepsReadsAndServesAgainWhenSpaceReturns) {
@@ -327,16 +276,16 @@ TEST_F(MetricsTest, FullDiskRefusesWritesKeepsReadsAndServesAgainWhenSpaceReturn
   auto m = Scrape();  // The monitor sees the full disk and cannot resume yet.
   EXPECT_EQ(m["dedup_storage_background_error"], 1);
   EXPECT_EQ(m["dedup_ready"], 0);
-  EXPECT_EQ(Get(server_->http_port(), "/readyz").code, 503);
-  EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 200);  // No restart loop.
+  EXPECT_EQ(HttpGet(server_->http_port(), "/readyz").code, 503);
+  EXPECT_EQ(HttpGet(server_->http_port(), "/healthz").code, 200);  // No restart loop.
   EXPECT_EQ(HealthOfDedup(), "NOT_SERVING");
 
   fs->SetSpaceLeft(dedup::test::FaultInjectionFileSystem::kUnlimited);
   m = Scrape();  // The monitor resumes the store.
   EXPECT_EQ(m["dedup_storage_background_error"], 0);
   EXPECT_EQ(m["dedup_ready"], 1);
-  EXPECT_EQ(Get(server_->http_port(), "/readyz").code, 200);
-  EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 200);
+  EXPECT_EQ(HttpGet(server_->http_port(), "/readyz").code, 200);
+  EXPECT_EQ(HttpGet(server_->http_port(), "/healthz").code, 200);
   EXPECT_EQ(HealthOfDedup(), "SERVING");
   EXPECT_EQ(Claim("coupons", "during", "worker-a").outcome(), v1::ClaimResponse::ACQUIRED);
   auto c3 = NewContext();
@@ -372,7 +321,7 @@ TEST_F(MetricsTest, CorruptBlockAnswersDataLossForItsKeyAndIsCounted) {
   auto m = Scrape();
   EXPECT_EQ(m["dedup_storage_corrupt_records_total"], 1);
   EXPECT_EQ(m[R"(dedup_requests_total{code="DATA_LOSS",method="Query"})"], 1);
-  EXPECT_EQ(Get(server_->http_port(), "/healthz").code, 200);
+  EXPECT_EQ(HttpGet(server_->http_port(), "/healthz").code, 200);
 }
 
 }  // namespace
