@@ -25,9 +25,8 @@ struct HttpReply {
   std::string body;
 };
 
-// A plain HTTP/1.0 GET to 127.0.0.1:port.
-inline HttpReply HttpGet(int port, const std::string& path) {
-  HttpReply reply;
+// A TCP connection to 127.0.0.1:port, or -1.
+inline int ConnectLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -35,8 +34,16 @@ inline HttpReply HttpGet(int port, const std::string& path) {
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
     close(fd);
-    return reply;
+    return -1;
   }
+  return fd;
+}
+
+// A plain HTTP/1.0 GET to 127.0.0.1:port.
+inline HttpReply HttpGet(int port, const std::string& path) {
+  HttpReply reply;
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return reply;
   const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
   if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
     close(fd);

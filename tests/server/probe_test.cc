@@ -1,10 +1,7 @@
 // The probes answer while /metrics is slow (design.md §10): clients that
 // trickle a request at the metrics port hold its threads, and the probe
 // port, with threads of its own, still answers /healthz within a second.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,27 +9,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tests/common/http_scrape.h"
 #include "tests/server/test_server.h"
 
 namespace dedup::server::test {
 namespace {
 
-int Connect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
+using ::dedup::test::ConnectLoopback;
 
 // The status line of GET `path`, or "" when none came within `timeout`.
 std::string StatusLineWithin(int port, const std::string& path, std::chrono::milliseconds timeout) {
-  const int fd = Connect(port);
+  const int fd = ConnectLoopback(port);
   if (fd < 0) return "";
   const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
   std::string raw;
@@ -72,7 +59,7 @@ TEST_F(ProbeTest, EightSlowScrapersDoNotDelayTheProbes) {
   // Each holds a metrics thread: a request line that never ends.
   std::vector<int> trickling;
   for (int i = 0; i < 8; ++i) {
-    const int fd = Connect(metrics_port);
+    const int fd = ConnectLoopback(metrics_port);
     ASSERT_GE(fd, 0);
     ASSERT_EQ(write(fd, "GET /metr", 9), 9);
     trickling.push_back(fd);
