@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -235,6 +236,7 @@ TEST_F(ReplicationTest, FollowersApplyEveryCommittedEntryOnceTheWritesStop) {
     options.node_flags[node] = {absl::StrCat("--metrics_listen=127.0.0.1:", metrics_ports[node])};
   }
   ASSERT_NO_FATAL_FAILURE(StartCluster(options));
+  const std::vector<Leadership> leaders_before = cluster_->Leaders();
   examples::PipelineReport report =
       examples::RunPaymentPipeline(client_.get(), Payments("apply", 300));
   ExpectEveryPaymentChargedOnce({report});
@@ -268,29 +270,31 @@ TEST_F(ReplicationTest, FollowersApplyEveryCommittedEntryOnceTheWritesStop) {
   } while (!behind.empty() && absl::Now() < give_up);
   EXPECT_EQ(behind, "") << "a replica has not applied its whole log 10 s after the writes";
 
-  // Every entry reached both followers in a leader's replication calls
-  // (nothing was re-seeded here), and the leaders count them: in all, at
-  // least twice the entries of the logs, in calls to each other node.
+  // The leaders count what they ship: every entry of the logs went to
+  // both followers of its shard in its leader's replication calls, so in
+  // all at least twice the entries. That holds while no shard changed
+  // leader after the first elections (a new leader may have pulled
+  // entries instead); otherwise each entry went out at least once, to
+  // reach a majority.
+  const bool same_leaders = cluster_->Leaders() == leaders_before;
+  double ship_calls = 0;
   double shipped_entries = 0;
   for (int node = 0; node < 3; ++node) {
     const test::HttpReply reply = test::HttpGet(metrics_ports[node], "/metrics");
     ASSERT_EQ(reply.code, 200) << "node " << node << " /metrics";
-    const std::map<std::string, double> series = test::ParseMetrics(reply.body);
-    for (int follower = 0; follower < 3; ++follower) {
-      if (follower == node) continue;
-      const std::string label = absl::StrCat("{follower=\"", follower, "\"}");
-      const auto calls = series.find("dedup_replication_ship_calls_total" + label);
-      ASSERT_NE(calls, series.end()) << "node " << node << " counts no calls to " << follower;
-      EXPECT_GT(calls->second, 0) << "node " << node << " to " << follower;
-      const auto entries = series.find("dedup_replication_shipped_entries_total" + label);
-      ASSERT_NE(entries, series.end()) << "node " << node << " counts no entries to " << follower;
-      shipped_entries += entries->second;
+    for (const auto& [series, value] : test::ParseMetrics(reply.body)) {
+      if (absl::StartsWith(series, "dedup_replication_ship_calls_total{")) ship_calls += value;
+      if (absl::StartsWith(series, "dedup_replication_shipped_entries_total{")) {
+        shipped_entries += value;
+      }
     }
   }
-  std::cout << "entries in the shards' logs: " << entries_in_logs
-            << "; shipped to followers in all: " << shipped_entries << "\n";
+  std::cout << "entries in the shards' logs: " << entries_in_logs << "; replication calls "
+            << ship_calls << " carrying " << shipped_entries << " entries"
+            << (same_leaders ? "" : " (a shard changed leader during the run)") << "\n";
   EXPECT_GT(entries_in_logs, 0u);
-  EXPECT_GE(shipped_entries, 2.0 * static_cast<double>(entries_in_logs));
+  EXPECT_GT(ship_calls, 0);
+  EXPECT_GE(shipped_entries, (same_leaders ? 2.0 : 1.0) * static_cast<double>(entries_in_logs));
 }
 
 // Every node in turn gets SIGTERM while the field experiment runs, as a
