@@ -113,8 +113,9 @@ std::vector<MetricFamily> ReplicationMetrics::Collect() const {
                       MetricType::Counter,
                       {Value(MetricType::Counter, static_cast<double>(counters.elections_lost))}};
   MetricFamily calls{"dedup_replication_ship_calls_total",
-                     "Replication calls this node sent a follower as a leader, each carrying "
-                     "the appends of every shard it leads there (heartbeats included).",
+                     "Replication calls this node sent a follower as a leader: a Ship with "
+                     "the appends of every shard it leads there, or an Append of one shard "
+                     "(heartbeats included).",
                      MetricType::Counter,
                      {}};
   MetricFamily entries{"dedup_replication_shipped_entries_total",
