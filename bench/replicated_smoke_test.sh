@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# bench/replicated's smoke test (ctest bench_replicated_smoke), so that the
+# replication benchmark never rots: one short paced run against a single
+# node and against a three-node rf=3 cluster of this build (ports of
+# bench/replicated on 127.0.0.1, its own etcd), buffered only. Both rows
+# run without errors at no more than the paced rate (and not far below it);
+# the cluster's leaders must have shipped calls carrying entries, the single
+# node nothing; and the printed summary must name the pace and the calls per
+# claim. A bad flag exits 2. (That every entry is shipped to both followers
+# is ReplicationTest.FollowersApplyEveryCommittedEntryOnceTheWritesStop's.)
+#   bench/replicated_smoke_test.sh BUILD_DIR
+set -euo pipefail
+build_dir="${1:?usage: replicated_smoke_test.sh BUILD_DIR}"
+cd "$(dirname "$0")/.."
+out="$(mktemp -d "${TMPDIR:-/tmp}/replicated_smoke.XXXXXX")"
+trap 'rm -rf "$out"' EXIT
+
+code=0
+bench/replicated --callers=x --bogus >/dev/null 2>&1 || code=$?
+[ "$code" -eq 2 ] || { echo "FAIL: an unknown flag exited $code, not 2" >&2; exit 1; }
+
+bench/replicated --build_dir="$build_dir" --durability=buffered --repeats=1 --duration=2 \
+  --warmup=1 --callers=8 --rate=100 --out="$out/rows.jsonl" >"$out/summary.txt" 2>"$out/progress.txt" || {
+  echo "FAIL: bench/replicated exited non-zero" >&2
+  cat "$out/progress.txt" "$out/summary.txt" >&2
+  exit 1
+}
+cat "$out/summary.txt"
+python3 - "$out/rows.jsonl" "$out/summary.txt" <<'PY'
+import json, sys
+rows = {json.loads(line)["system"]: json.loads(line) for line in open(sys.argv[1])}
+summary = open(sys.argv[2]).read()
+problems = []
+single, cluster = rows.get("single node buffered"), rows.get("rf=3 (3 nodes) buffered")
+if single is None or cluster is None:
+    sys.exit(f"FAIL: expected a single-node and an rf=3 row, got {sorted(rows)}")
+for name, row in (("single node", single), ("rf=3", cluster)):
+    if row["errors"] != 0:
+        problems.append(f"{name}: {row['errors']} errors")
+    # Paced to 100 claims/s: above it the pace was ignored; far below it,
+    # something stalled.
+    if not 50 <= row["claims_per_s"] <= 110:
+        problems.append(f"{name}: {row['claims_per_s']:.0f} claims/s, paced to 100")
+    if row["server_cpu_us_per_claim"] <= 0:
+        problems.append(f"{name}: no server CPU measured")
+if single["ship_calls"] != 0 or single["shipped_entries"] != 0:
+    problems.append(f"the single node shipped: {single['ship_calls']} calls")
+if cluster["ship_calls"] <= 0 or cluster["shipped_entries"] <= 0:
+    problems.append(f"rf=3: {cluster['ship_calls']} calls carrying {cluster['shipped_entries']} "
+                    f"entries for {cluster['claims']} claims")
+if "paced to 100 claims/s" not in summary or "replication calls per claim" not in summary:
+    problems.append("the summary lacks the pace or the calls per claim")
+if problems:
+    sys.exit("FAIL: " + "; ".join(problems))
+print("bench/replicated smoke: ok")
+PY
