@@ -18,19 +18,20 @@ BatchStream::BatchStream(LiveCalls* live, std::function<void(size_t)> on_answere
                          std::function<void(BatchStream*)> on_done)
     : live_(live), on_answered_(std::move(on_answered)), on_done_(std::move(on_done)) {}
 
-std::shared_ptr<BatchStream> BatchStream::Open(v1::Dedup::Stub* stub, LiveCalls* live,
+std::shared_ptr<BatchStream> BatchStream::Open(v1::Dedup::Stub* stub, grpc::CompletionQueue* queue,
+                                               LiveCalls* live,
                                                std::function<void(size_t)> on_answered,
                                                std::function<void(BatchStream*)> on_done) {
   std::shared_ptr<BatchStream> stream(
       new BatchStream(live, std::move(on_answered), std::move(on_done)));
-  stream->self_ = stream;
-  stub->async()->Stream(&stream->context_, stream.get());
-  // Writes start on the callers' threads, outside the reactions: without a
-  // hold the call could end (and OnDone run) between Pump's decision to
-  // write and its StartWrite. Released once no operation can start.
-  stream->AddHold();
-  stream->StartRead(&stream->response_);
-  stream->StartCall();
+  {
+    absl::MutexLock lock(&stream->mu_);
+    stream->self_ = stream;
+    stream->out_ = 1;  // The start.
+  }
+  stream->call_ = stub->PrepareAsyncStream(&stream->context_, queue);
+  // Reads and writes wait for the start to complete (OnStarted).
+  stream->call_->StartCall(stream->started_op_.Tag());
   return stream;
 }
 
@@ -56,10 +57,18 @@ void BatchStream::Close() {
 void BatchStream::Pump() {
   const v1::BatchRequest* to_write = nullptr;
   bool writes_done = false;
+  bool finish = false;
   {
     absl::MutexLock lock(&mu_);
-    if (writing_ || writes_done_ || broken_) return;
-    if (!outbox_.empty()) {
+    if (read_over_) {
+      // Finish only once no thread is starting a write: gRPC takes no
+      // operation on the call after Finish.
+      if (finishing_ || starting_ > 0) return;
+      finishing_ = true;
+      finish = true;
+    } else if (!started_ || broken_ || writing_ || writes_done_) {
+      return;
+    } else if (!outbox_.empty()) {
       writing_ = true;
       to_write = &outbox_.front();
     } else if (closing_) {
@@ -68,55 +77,68 @@ void BatchStream::Pump() {
     } else {
       return;
     }
-    starting_ = true;
+    ++out_;
+    if (!finish) ++starting_;
+  }
+  if (finish) {
+    call_->Finish(&status_, finished_op_.Tag());
+    return;
   }
   // std::deque keeps references to its elements valid across push_back.
-  if (to_write != nullptr) StartWrite(to_write);
-  if (writes_done) StartWritesDone();
-  bool release;
+  if (to_write != nullptr) call_->Write(*to_write, write_op_.Tag());
+  if (writes_done) call_->WritesDone(writes_done_op_.Tag());
   {
     absl::MutexLock lock(&mu_);
-    starting_ = false;
-    release = TakeHold();
+    --starting_;
   }
-  if (release) RemoveHold();
+  Pump();  // Finish, if the call ended while this was being started.
 }
 
-bool BatchStream::TakeHold() {
-  if (hold_released_ || starting_ || !(broken_ || writes_done_)) return false;
-  hold_released_ = true;
-  return true;
+void BatchStream::OnStarted(bool ok) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (ok) {
+      started_ = true;
+      ++out_;  // The first read.
+    } else {
+      broken_ = true;
+      read_over_ = true;
+    }
+  }
+  if (ok) call_->Read(&response_, read_op_.Tag());
+  Pump();  // What was sent before the start, or Finish.
+  Returned();
 }
 
 void BatchStream::OnWriteDone(bool ok) {
-  bool release;
   {
     absl::MutexLock lock(&mu_);
     outbox_.pop_front();
     writing_ = false;
-    if (!ok) broken_ = true;  // The call is over; OnDone answers the waiters.
-    release = TakeHold();
+    // The call is over; a read fails next, and Finish answers the waiters.
+    if (!ok) broken_ = true;
   }
-  if (release) RemoveHold();
   Pump();
+  Returned();
 }
+
+void BatchStream::OnWritesDoneDone(bool /*ok*/) { Returned(); }
 
 void BatchStream::OnReadDone(bool ok) {
   if (!ok) {
     // The call is over: no answer will come, so nothing more is written.
-    // OnDone follows, once the hold is released.
-    bool release;
     {
       absl::MutexLock lock(&mu_);
       broken_ = true;
-      release = TakeHold();
+      read_over_ = true;
     }
-    if (release) RemoveHold();
+    Pump();
+    Returned();
     return;
   }
   v1::BatchResponse response = std::move(response_);
   response_.Clear();
-  StartRead(&response_);
+  call_->Read(&response_, read_op_.Tag());  // The same operation, out again.
   Waiters waiters;
   {
     absl::MutexLock lock(&mu_);
@@ -152,29 +174,39 @@ void BatchStream::ExpireOverdue(SteadyTime now) {
   }
 }
 
-void BatchStream::OnDone(const grpc::Status& status) {
+void BatchStream::OnFinished(bool /*ok*/) {
   absl::flat_hash_map<uint64_t, Waiters> stranded;
   {
     absl::MutexLock lock(&mu_);
-    broken_ = true;
+    finished_ = true;
     stranded = std::move(in_flight_);
     in_flight_.clear();
   }
   // A caller the server does not accept is told so: retrying cannot help.
   // Any other end may have come from the connection, and is retried.
-  const bool refused = status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-                       status.error_code() == grpc::StatusCode::PERMISSION_DENIED;
+  const bool refused = status_.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+                       status_.error_code() == grpc::StatusCode::PERMISSION_DENIED;
   const absl::Status error =
-      refused ? FromGrpc(status)
+      refused ? FromGrpc(status_)
               : absl::UnavailableError(absl::StrCat(
-                    "stream to dedupd ended before the answer: ", status.error_message(), " (code ",
-                    static_cast<int>(status.error_code()), ")"));
+                    "stream to dedupd ended before the answer: ", status_.error_message(),
+                    " (code ", static_cast<int>(status_.error_code()), ")"));
   for (auto& [id, waiters] : stranded) {
     for (auto& waiter : waiters) waiter->Fire(error);
   }
   if (!stranded.empty()) on_answered_(stranded.size());
   on_done_(this);
-  std::shared_ptr<BatchStream> last = std::move(self_);  // May destroy this on return.
+  Returned();
+}
+
+void BatchStream::Returned() {
+  std::shared_ptr<BatchStream> last;
+  {
+    absl::MutexLock lock(&mu_);
+    --out_;
+    if (out_ == 0 && finished_) last = std::move(self_);
+  }
+  // `last`, if it was the final hold, destroys the stream here.
 }
 
 }  // namespace dedup::client

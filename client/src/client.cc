@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "completed_cache.h"
+#include "completion_thread.h"
 #include "dedup/client/grpc_status.h"
 #include "grpc_deadline.h"
 #include "live_calls.h"
@@ -35,8 +36,10 @@ std::vector<std::string> Endpoints(const std::string& endpoint) {
   return absl::StrSplit(endpoint, ',', absl::SkipWhitespace());
 }
 
-NodeConnection::Options ConnectionOptions(const ClientOptions& options) {
+NodeConnection::Options ConnectionOptions(const ClientOptions& options,
+                                          grpc::CompletionQueue* completions) {
   NodeConnection::Options connection;
+  connection.completions = completions;
   connection.credentials = options.credentials;
   connection.coalesce = options.coalesce;
   connection.batch_window = options.batch_window;
@@ -59,8 +62,9 @@ class Client::Impl {
         retry_(options.initial_backoff, options.max_backoff),
         live_calls_(std::make_unique<LiveCalls>()),
         scheduler_(std::make_unique<Scheduler>(clock_)),
-        topology_(Endpoints(options.endpoint), ConnectionOptions(options), scheduler_.get(),
-                  live_calls_.get()) {
+        completions_(std::make_unique<CompletionThread>()),
+        topology_(Endpoints(options.endpoint), ConnectionOptions(options, completions_->queue()),
+                  scheduler_.get(), live_calls_.get()) {
     if (options.completed_cache_entries > 0) {
       completed_ = std::make_unique<CompletedCache>(
           static_cast<size_t>(options.completed_cache_entries), options.completed_cache_bytes,
@@ -184,6 +188,9 @@ class Client::Impl {
   // Declared before the topology: destroyed after its channels.
   std::unique_ptr<LiveCalls> live_calls_;
   std::unique_ptr<Scheduler> scheduler_;
+  // The thread every call completes on. Destroyed after the channels; the
+  // destructor has waited for the last call by then.
+  std::unique_ptr<CompletionThread> completions_;
   Topology topology_;
   std::unique_ptr<CompletedCache> completed_;
 

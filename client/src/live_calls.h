@@ -10,11 +10,12 @@ namespace dedup::client {
 // the channel), so that the client can wait for the last of them to be
 // destroyed before it drops its channel.
 //
-// Why: gRPC runs callback-API reactions on its own threads and these
-// objects are destroyed there. If the last reference to a channel went
-// away on one of those threads, gRPC would shut down the callback queue
-// from its own thread and crash at exit (gRPC 1.51). Waiting here keeps the
-// channel's last reference on the thread that destroys the client.
+// Why: these objects are destroyed on the client's completion thread
+// (completion_thread.h), when gRPC returns a call's last operation. The
+// channels must not lose their last reference there, and the completion
+// queue may shut down only once no call is left on it. Waiting here keeps
+// the channel's last reference on the thread that destroys the client, and
+// lets it shut the queue down after.
 class LiveCalls {
  public:
   // Held as the *first* member of an object that owns a ClientContext:

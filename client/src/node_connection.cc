@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "completion_thread.h"
 #include "dedup/client/grpc_status.h"
 #include "grpc_deadline.h"
 #include "grpcpp/create_channel.h"
@@ -13,14 +14,16 @@ NodeConnection::NodeConnection(std::string address, const Options& options, Sche
     : address_(std::move(address)),
       clock_(scheduler->clock()),
       live_calls_(live),
+      completions_(options.completions),
       channel_(grpc::CreateChannel(address_, options.credentials != nullptr
                                                  ? options.credentials
                                                  : grpc::InsecureChannelCredentials())),
       stub_(v1::Dedup::NewStub(channel_)),
       health_(grpc::health::v1::Health::NewStub(channel_)) {
   if (options.coalesce) {
-    batcher_ = std::make_unique<StreamBatcher>(stub_.get(), scheduler, live, options.batch_window,
-                                               options.max_batch, options.max_batches_in_flight);
+    batcher_ = std::make_unique<StreamBatcher>(stub_.get(), options.completions, scheduler, live,
+                                               options.batch_window, options.max_batch,
+                                               options.max_batches_in_flight);
   }
 }
 
@@ -33,8 +36,8 @@ void NodeConnection::Send(const v1::Operation& op, std::shared_ptr<Waiter> waite
 }
 
 // One operation as its own unary RPC.
-template <typename Request, typename Response, typename Start, typename Put>
-void NodeConnection::Unary(const Request& request, std::shared_ptr<Waiter> waiter, Start start,
+template <typename Request, typename Response, typename Prepare, typename Put>
+void NodeConnection::Unary(const Request& request, std::shared_ptr<Waiter> waiter, Prepare prepare,
                            Put put) {
   struct State {
     explicit State(LiveCalls* live) : live(live) {}
@@ -46,51 +49,49 @@ void NodeConnection::Unary(const Request& request, std::shared_ptr<Waiter> waite
   auto state = std::make_shared<State>(live_calls_);
   state->request = request;
   state->context.set_deadline(GrpcDeadlineIn(waiter->deadline() - clock_.SteadyNow()));
-  start(stub_->async(), &state->context, &state->request, &state->response,
-        [state, waiter, put](grpc::Status status) {
-          if (!status.ok()) {
-            waiter->Fire(FromGrpc(status));
-            return;
-          }
-          v1::OperationResult result;
-          *put(&result) = std::move(state->response);
-          waiter->Fire(std::move(result));
-        });
+  StartUnary<Response>(prepare(stub_.get(), &state->context, state->request, completions_),
+                       &state->response, [state, waiter, put](const grpc::Status& status) {
+                         if (!status.ok()) {
+                           waiter->Fire(FromGrpc(status));
+                           return;
+                         }
+                         v1::OperationResult result;
+                         *put(&result) = std::move(state->response);
+                         waiter->Fire(std::move(result));
+                       });
 }
 
 void NodeConnection::SendUnary(const v1::Operation& op, std::shared_ptr<Waiter> waiter) {
-  using Async = v1::Dedup::StubInterface::async_interface;
-  using Done = std::function<void(grpc::Status)>;
   switch (op.op_case()) {
     case v1::Operation::kClaim:
       return Unary<v1::ClaimRequest, v1::ClaimResponse>(
           op.claim(), std::move(waiter),
-          [](Async* a, grpc::ClientContext* c, const v1::ClaimRequest* q, v1::ClaimResponse* r,
-             Done d) { a->Claim(c, q, r, std::move(d)); },
+          [](v1::Dedup::Stub* s, grpc::ClientContext* c, const v1::ClaimRequest& q,
+             grpc::CompletionQueue* cq) { return s->PrepareAsyncClaim(c, q, cq); },
           [](v1::OperationResult* r) { return r->mutable_claim(); });
     case v1::Operation::kComplete:
       return Unary<v1::CompleteRequest, v1::CompleteResponse>(
           op.complete(), std::move(waiter),
-          [](Async* a, grpc::ClientContext* c, const v1::CompleteRequest* q,
-             v1::CompleteResponse* r, Done d) { a->Complete(c, q, r, std::move(d)); },
+          [](v1::Dedup::Stub* s, grpc::ClientContext* c, const v1::CompleteRequest& q,
+             grpc::CompletionQueue* cq) { return s->PrepareAsyncComplete(c, q, cq); },
           [](v1::OperationResult* r) { return r->mutable_complete(); });
     case v1::Operation::kRelease:
       return Unary<v1::ReleaseRequest, v1::ReleaseResponse>(
           op.release(), std::move(waiter),
-          [](Async* a, grpc::ClientContext* c, const v1::ReleaseRequest* q, v1::ReleaseResponse* r,
-             Done d) { a->Release(c, q, r, std::move(d)); },
+          [](v1::Dedup::Stub* s, grpc::ClientContext* c, const v1::ReleaseRequest& q,
+             grpc::CompletionQueue* cq) { return s->PrepareAsyncRelease(c, q, cq); },
           [](v1::OperationResult* r) { return r->mutable_release(); });
     case v1::Operation::kExtend:
       return Unary<v1::ExtendRequest, v1::ExtendResponse>(
           op.extend(), std::move(waiter),
-          [](Async* a, grpc::ClientContext* c, const v1::ExtendRequest* q, v1::ExtendResponse* r,
-             Done d) { a->Extend(c, q, r, std::move(d)); },
+          [](v1::Dedup::Stub* s, grpc::ClientContext* c, const v1::ExtendRequest& q,
+             grpc::CompletionQueue* cq) { return s->PrepareAsyncExtend(c, q, cq); },
           [](v1::OperationResult* r) { return r->mutable_extend(); });
     case v1::Operation::kQuery:
       return Unary<v1::QueryRequest, v1::QueryResponse>(
           op.query(), std::move(waiter),
-          [](Async* a, grpc::ClientContext* c, const v1::QueryRequest* q, v1::QueryResponse* r,
-             Done d) { a->Query(c, q, r, std::move(d)); },
+          [](v1::Dedup::Stub* s, grpc::ClientContext* c, const v1::QueryRequest& q,
+             grpc::CompletionQueue* cq) { return s->PrepareAsyncQuery(c, q, cq); },
           [](v1::OperationResult* r) { return r->mutable_query(); });
     case v1::Operation::OP_NOT_SET:
       break;

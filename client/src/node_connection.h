@@ -24,6 +24,9 @@ class NodeConnection {
     absl::Duration batch_window;
     int max_batch = 64;
     int max_batches_in_flight = 4;
+    // Required: the queue of a CompletionThread, where every call of the
+    // connection completes; it must outlive the connection.
+    grpc::CompletionQueue* completions = nullptr;
   };
 
   // `scheduler` and `live` must outlive the connection; the scheduler must
@@ -43,13 +46,14 @@ class NodeConnection {
   void Close() { batcher_.reset(); }
 
  private:
-  template <typename Request, typename Response, typename Start, typename Put>
-  void Unary(const Request& request, std::shared_ptr<Waiter> waiter, Start start, Put put);
+  template <typename Request, typename Response, typename Prepare, typename Put>
+  void Unary(const Request& request, std::shared_ptr<Waiter> waiter, Prepare prepare, Put put);
   void SendUnary(const v1::Operation& op, std::shared_ptr<Waiter> waiter);
 
   const std::string address_;
   const Clock& clock_;
   LiveCalls* const live_calls_;
+  grpc::CompletionQueue* const completions_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Dedup::Stub> stub_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;

@@ -10,9 +10,11 @@ constexpr absl::Duration kSweepInterval = absl::Milliseconds(5);
 
 }  // namespace
 
-StreamBatcher::StreamBatcher(v1::Dedup::Stub* stub, Scheduler* scheduler, LiveCalls* live,
-                             absl::Duration window, int max_batch, int max_in_flight)
+StreamBatcher::StreamBatcher(v1::Dedup::Stub* stub, grpc::CompletionQueue* completions,
+                             Scheduler* scheduler, LiveCalls* live, absl::Duration window,
+                             int max_batch, int max_in_flight)
     : stub_(stub),
+      completions_(completions),
       scheduler_(scheduler),
       live_calls_(live),
       window_(window),
@@ -81,7 +83,7 @@ void StreamBatcher::Dispatch(Batch batch) {
       absl::MutexLock lock(&mu_);
       if (current_ == nullptr || attempt > 0) {
         current_ = BatchStream::Open(
-            stub_, live_calls_, [this](size_t n) { Answered(n); },
+            stub_, completions_, live_calls_, [this](size_t n) { Answered(n); },
             [this](BatchStream* s) { StreamEnded(s); });
         live_.push_back(current_);
       }

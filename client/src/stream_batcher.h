@@ -27,10 +27,12 @@ namespace dedup::client {
 // sweeps are timed on the scheduler's clock. Thread-safe.
 class StreamBatcher {
  public:
-  // `stub` and `scheduler` must outlive the batcher, and the scheduler must
-  // run no more of its tasks by the time the batcher is destroyed.
-  StreamBatcher(v1::Dedup::Stub* stub, Scheduler* scheduler, LiveCalls* live, absl::Duration window,
-                int max_batch, int max_in_flight);
+  // `stub`, `completions` (where the streams' operations complete, on a
+  // CompletionThread) and `scheduler` must outlive the batcher, and the
+  // scheduler must run no more of its tasks by the time the batcher is
+  // destroyed.
+  StreamBatcher(v1::Dedup::Stub* stub, grpc::CompletionQueue* completions, Scheduler* scheduler,
+                LiveCalls* live, absl::Duration window, int max_batch, int max_in_flight);
   // Half-closes the stream and waits until every stream has ended.
   ~StreamBatcher();
 
@@ -52,6 +54,7 @@ class StreamBatcher {
   void Answered(size_t n);
 
   v1::Dedup::Stub* const stub_;
+  grpc::CompletionQueue* const completions_;
   Scheduler* const scheduler_;
   LiveCalls* const live_calls_;
   const absl::Duration window_;

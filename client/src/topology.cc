@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/synchronization/notification.h"
+#include "completion_thread.h"
 #include "grpc_deadline.h"
 
 namespace dedup::client {
@@ -178,9 +179,11 @@ void Topology::AskNext(const std::shared_ptr<Fetch>& fetch) {
     scheduler_->After(kHedgeDelay, [this, fetch, n] { Hedge(fetch, n); });
   }
   call->context.set_deadline(GrpcDeadlineIn(kTopologyTimeout));
-  node->stub()->async()->Topology(
-      &call->context, &call->request, &call->response,
-      [this, fetch, call, node](grpc::Status status) { Answered(fetch, call, node, status); });
+  StartUnary<v1::TopologyResponse>(
+      node->stub()->PrepareAsyncTopology(&call->context, call->request, options_.completions),
+      &call->response, [this, fetch, call, node](const grpc::Status& status) {
+        Answered(fetch, call, node, status);
+      });
 }
 
 void Topology::Hedge(const std::shared_ptr<Fetch>& fetch, size_t n) {

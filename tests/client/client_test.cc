@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -98,6 +99,25 @@ TEST_P(ClientTest, AsyncCallbackRunsExactlyOnceWithTheAnswer) {
   EXPECT_EQ(seen.outcome(), v1::ClaimResponse::ACQUIRED);
   client_.reset();  // Waits for anything in flight; no second callback may come.
   EXPECT_EQ(calls.load(), 1);
+}
+
+// Answers arrive on the client's one completion thread, not on the threads
+// of gRPC's callback API: two of those poll in turn and hand each answer
+// between them, which costs more CPU per call (bench/RESULTS.md, "The
+// client's own completion thread").
+TEST_P(ClientTest, AnswersArriveOnTheClientsCompletionThread) {
+  std::string thread_name;
+  absl::Notification done;
+  client_->ClaimAsync(ClaimOf("o-thread", "worker-a"),
+                      [&](absl::StatusOr<v1::ClaimResponse> response) {
+                        EXPECT_TRUE(response.ok()) << response.status();
+                        char name[16] = {};
+                        pthread_getname_np(pthread_self(), name, sizeof(name));
+                        thread_name = name;
+                        done.Notify();
+                      });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(thread_name, "dedup-client-cq");
 }
 
 TEST_P(ClientTest, FutureFormResolvesToTheResponse) {

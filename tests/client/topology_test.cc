@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "client/src/completion_thread.h"
 #include "gtest/gtest.h"
 #include "server/shard_map.h"
 #include "tests/client/scripted_dedup.h"
@@ -45,6 +46,7 @@ class TopologyTest : public ::testing::Test {
   Topology* NewTopology(std::vector<std::string> seeds) {
     NodeConnection::Options options;
     options.coalesce = false;
+    options.completions = completions_.queue();
     topology_ = std::make_unique<Topology>(std::move(seeds), options, scheduler_.get(), &live_);
     return topology_.get();
   }
@@ -54,6 +56,7 @@ class TopologyTest : public ::testing::Test {
 
   LiveCalls live_;
   std::unique_ptr<Scheduler> scheduler_ = std::make_unique<Scheduler>(SystemClock::Default());
+  CompletionThread completions_;  // Outlives the topology's calls.
   std::unique_ptr<Topology> topology_;
 };
 

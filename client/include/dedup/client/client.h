@@ -105,7 +105,11 @@ using Callback = std::function<void(absl::StatusOr<T>)>;
 //
 // Thread-safe: share one Client across all threads of a process; that is
 // what lets concurrent calls coalesce. Callbacks of the asynchronous forms
-// run on the client's own threads and must not block for long.
+// run on the client's own threads, most on the one thread that receives
+// every answer of this client: while a callback runs no other answer is
+// delivered, so callbacks must not block (a blocking call of this client
+// from one would wait for an answer its own thread has to deliver), nor
+// destroy the client.
 class Client {
  public:
   // Asks the endpoints for the cluster topology (briefly: an unreachable
