@@ -79,8 +79,11 @@ class Client::Impl {
       mu_.Await(absl::Condition(
           +[](int* n) { return *n == 0; }, &in_flight_));
     }
-    // Nothing is in flight, so no task of the scheduler is needed any more;
-    // stopping it first means none runs while the batchers go away.
+    // Nothing is in flight. A fetch of the map may be, and its answer (on
+    // the completion thread) may still ask the next node, on the scheduler:
+    // fetches stop first. Then no task of the scheduler is needed any more;
+    // stopping it before the batchers go means none runs meanwhile.
+    topology_.StopFetching();
     scheduler_.reset();
     topology_.Close();
     // The channels go with the nodes; their last users must be gone first.
@@ -89,6 +92,11 @@ class Client::Impl {
 
   const Clock& clock() const { return *clock_; }
   Topology& topology() { return topology_; }
+
+  // Whether the caller runs on one of the client's threads, in a callback:
+  // a blocking call from there would wait for an answer, a retry or a
+  // deadline that its own thread has to deliver.
+  bool OnOwnThread() const { return completions_->IsCurrent() || scheduler_->IsCurrent(); }
 
   // The steady-clock deadline of a call that starts now (see CallOptions).
   SteadyTime Deadline(const CallOptions& options) const {
@@ -210,6 +218,12 @@ OpCallback Typed(Callback<Response> done, Has has, Get get) {
   };
 }
 
+absl::Status BlockingFromCallback() {
+  return absl::FailedPreconditionError(
+      "a blocking call of dedup::client::Client from one of its own callbacks would wait for "
+      "the thread that runs the callback; use the asynchronous form there");
+}
+
 template <typename Response>
 std::pair<Callback<Response>, std::future<absl::StatusOr<Response>>> Promised() {
   auto promise = std::make_shared<std::promise<absl::StatusOr<Response>>>();
@@ -268,6 +282,7 @@ const Clock& Client::clock() const { return impl_->clock(); }
   }                                                                                        \
   absl::StatusOr<v1::Response> Client::Name(const v1::Request& request,                    \
                                             const CallOptions& options) {                  \
+    if (impl_->OnOwnThread()) return BlockingFromCallback();                               \
     auto [done, future] = Promised<v1::Response>();                                        \
     Name##Async(request, std::move(done), options);                                        \
     return future.get();                                                                   \
@@ -312,6 +327,7 @@ absl::StatusOr<v1::ClaimResponse> Client::Claim(const v1::ClaimRequest& request,
   if (CompletedCache* cache = impl_->completed(); cache != nullptr) {
     if (std::optional<v1::ClaimResponse> cached = cache->Find(request)) return *std::move(cached);
   }
+  if (impl_->OnOwnThread()) return BlockingFromCallback();
   auto [done, future] = Promised<v1::ClaimResponse>();
   ClaimAsync(request, std::move(done), options);
   return future.get();

@@ -52,6 +52,8 @@ class CompletionThread {
   CompletionThread& operator=(const CompletionThread&) = delete;
 
   grpc::CompletionQueue* queue() { return &queue_; }
+  // Whether the caller runs on this thread (in a CompletionOp).
+  bool IsCurrent() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
   void Run();

@@ -46,6 +46,9 @@ class Scheduler {
   // Drops the task unless it has started; then it runs to its end.
   void Cancel(const TaskId& id);
 
+  // Whether the caller runs on the scheduler's thread (in a task).
+  bool IsCurrent() const { return std::this_thread::get_id() == thread_.get_id(); }
+
  private:
   using Key = std::pair<SteadyTime, uint64_t>;  // Time, then the order given.
 

@@ -246,7 +246,7 @@ std::vector<NodeConnection*> Topology::Owners() {
   return unique;
 }
 
-void Topology::Close() {
+void Topology::StopFetching() {
   std::set<std::shared_ptr<FetchCall>> calls;
   {
     absl::MutexLock lock(&mu_);
@@ -255,11 +255,16 @@ void Topology::Close() {
   }
   for (const auto& call : calls) call->context.TryCancel();
   calls.clear();
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](std::set<std::shared_ptr<FetchCall>>* calls) { return calls->empty(); }, &calls_));
+}
+
+void Topology::Close() {
+  StopFetching();
   std::vector<NodeConnection*> all;
   {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](std::set<std::shared_ptr<FetchCall>>* calls) { return calls->empty(); }, &calls_));
     for (auto& [address, node] : nodes_) all.push_back(node.get());
   }
   // Not under mu_: closing waits for the streams' last callbacks.

@@ -46,8 +46,9 @@ class Topology {
 
   // `seeds`: the endpoints the client was given, at least one. Connections
   // are made with `options`. `scheduler` and `live` must outlive the
-  // topology, and the scheduler must run no more tasks by the time Close
-  // is called (see NodeConnection).
+  // topology. The scheduler must run tasks until StopFetching has returned
+  // (fetches use it), and no more by the time Close is called (see
+  // NodeConnection).
   Topology(std::vector<std::string> seeds, const NodeConnection::Options& options,
            Scheduler* scheduler, LiveCalls* live);
 
@@ -61,8 +62,8 @@ class Topology {
   // that fetch has ended, whether or not a node answered. At most one fetch
   // is in flight: this joins the one in flight, or the one due, and starts
   // one no sooner than kMinRefreshInterval after the last started. `then`
-  // runs on a gRPC or the scheduler's thread, with no lock held, and must
-  // not block. After Close, `then` never runs.
+  // runs on the completion thread or the scheduler's, with no lock held,
+  // and must not block. After StopFetching, `then` never runs.
   void RefreshThen(std::function<void()> then);
 
   // The node to send `op` to. Sets `*generation` (if not null) to the
@@ -75,9 +76,13 @@ class Topology {
   // Every node of the map, once each.
   std::vector<NodeConnection*> Owners();
 
-  // Cancels the Topology calls in flight, closes the streams of every node
-  // ever known, and waits for both to end. Call once nothing is sent any
-  // more.
+  // Cancels the Topology calls in flight and waits for them to end; from
+  // then on no fetch starts, and nothing the topology does needs the
+  // scheduler.
+  void StopFetching();
+
+  // StopFetching, then closes the streams of every node ever known and
+  // waits for them to end. Call once nothing is sent any more.
   void Close();
 
  private:

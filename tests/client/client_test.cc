@@ -120,6 +120,25 @@ TEST_P(ClientTest, AnswersArriveOnTheClientsCompletionThread) {
   EXPECT_EQ(thread_name, "dedup-client-cq");
 }
 
+// A blocking call from a callback would wait for the very thread that runs
+// the callback; it is refused at once instead of hanging the client.
+TEST_P(ClientTest, ABlockingCallFromACallbackIsRefusedAtOnce) {
+  absl::Status nested;
+  absl::Notification done;
+  client_->ClaimAsync(ClaimOf("o-nested", "worker-a"),
+                      [&](absl::StatusOr<v1::ClaimResponse> response) {
+                        EXPECT_TRUE(response.ok()) << response.status();
+                        nested = client_->Claim(ClaimOf("o-nested-2", "worker-a")).status();
+                        done.Notify();
+                      });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(nested)) << nested;
+  // Outside a callback the same call goes through.
+  auto claimed = client_->Claim(ClaimOf("o-nested-2", "worker-a"));
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  EXPECT_EQ(claimed->outcome(), v1::ClaimResponse::ACQUIRED);
+}
+
 TEST_P(ClientTest, FutureFormResolvesToTheResponse) {
   auto claim = client_->ClaimFuture(ClaimOf("o-future", "worker-a")).get();
   ASSERT_TRUE(claim.ok()) << claim.status();

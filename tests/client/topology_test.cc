@@ -35,7 +35,9 @@ v1::Operation ClaimOp(const std::string& key) {
 class TopologyTest : public ::testing::Test {
  protected:
   void TearDown() override {
-    // The scheduler runs no more tasks of the topology once it is closed.
+    // As the client does: fetches stop while the scheduler still runs, and
+    // the scheduler stops before the topology closes its connections.
+    if (topology_ != nullptr) topology_->StopFetching();
     scheduler_.reset();
     if (topology_ != nullptr) topology_->Close();
     // The channels go with the topology; their last users must be gone first.

@@ -107,9 +107,9 @@ using Callback = std::function<void(absl::StatusOr<T>)>;
 // what lets concurrent calls coalesce. Callbacks of the asynchronous forms
 // run on the client's own threads, most on the one thread that receives
 // every answer of this client: while a callback runs no other answer is
-// delivered, so callbacks must not block (a blocking call of this client
-// from one would wait for an answer its own thread has to deliver), nor
-// destroy the client.
+// delivered, so callbacks must not block, nor destroy the client. A
+// blocking call of this client from one of its callbacks would wait for
+// its own thread, so it answers FAILED_PRECONDITION at once.
 class Client {
  public:
   // Asks the endpoints for the cluster topology (briefly: an unreachable
