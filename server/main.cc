@@ -27,6 +27,17 @@
 
 #ifdef DEDUP_WITH_JEMALLOC
 #include <jemalloc/jemalloc.h>
+
+// jemalloc's options at start-up; MALLOC_CONF in the environment overrides
+// them. muzzy_decay_ms:-1: memory left free for the dirty decay (10 s) is
+// given back to the kernel lazily (MADV_FREE), which takes it only when it
+// needs memory, and never with MADV_DONTNEED, which unmaps it at once. A
+// memtable freed at its flush is mostly reallocated for the next memtables
+// after that decay; unmapped, each of its pages would fault in again on the
+// first write, which in a steady state cost a tenth or more of the server's
+// CPU per claim (bench/RESULTS.md, "Page faults in a steady state"). Lazily
+// freed pages still count in the resident size until the kernel takes them.
+const char* malloc_conf = "muzzy_decay_ms:-1";
 #endif
 
 ABSL_FLAG(std::string, config, "",
@@ -96,6 +107,7 @@ namespace {
 
 using dedup::server::ConfigureLogging;
 using dedup::server::LogEvent;
+using dedup::server::LogField;
 using dedup::server::LogFormat;
 using dedup::server::ParseLogFormat;
 using dedup::v1::ServerConfig;
@@ -305,6 +317,17 @@ sigset_t BlockShutdownSignals() {
   return signals;
 }
 
+// jemalloc's opt.muzzy_decay_ms in effect (after MALLOC_CONF), for the
+// start-up line; absent with another allocator.
+std::optional<int64_t> AllocatorMuzzyDecayMs() {
+#ifdef DEDUP_WITH_JEMALLOC
+  ssize_t decay_ms = 0;
+  size_t size = sizeof(decay_ms);
+  if (mallctl("opt.muzzy_decay_ms", &decay_ms, &size, nullptr, 0) == 0) return decay_ms;
+#endif
+  return std::nullopt;
+}
+
 // The allocator this binary links, for the start-up line.
 std::string AllocatorName() {
 #ifdef DEDUP_WITH_JEMALLOC
@@ -377,14 +400,17 @@ int main(int argc, char** argv) {
     LogEvent(spdlog::level::err, "cannot start", {{"error", server.status().message()}});
     return 1;
   }
-  LogEvent(spdlog::level::info, "serving dedup.v1.Dedup",
-           {{"listen", settings->listen},
-            {"port", (*server)->port()},
-            {"metrics_port", (*server)->http_port()},
-            {"probe_port", (*server)->probe_port()},
-            {"data_dir", settings->store.path},
-            {"shards", (*server)->store()->shard_count()},
-            {"allocator", AllocatorName()}});
+  std::vector<LogField> serving = {{"listen", settings->listen},
+                                   {"port", (*server)->port()},
+                                   {"metrics_port", (*server)->http_port()},
+                                   {"probe_port", (*server)->probe_port()},
+                                   {"data_dir", settings->store.path},
+                                   {"shards", (*server)->store()->shard_count()},
+                                   {"allocator", AllocatorName()}};
+  if (const std::optional<int64_t> decay = AllocatorMuzzyDecayMs(); decay.has_value()) {
+    serving.emplace_back("allocator_muzzy_decay_ms", *decay);
+  }
+  LogEvent(spdlog::level::info, "serving dedup.v1.Dedup", serving);
 
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     std::ofstream out(port_file, std::ios::trunc);
