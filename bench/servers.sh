@@ -116,3 +116,14 @@ stop_server() {
   rm -rf "$SERVER_TMP"
   SERVER_PID=""
 }
+
+# minor_faults PID: the page faults the process has taken that needed no disk
+# read (first touches of memory among them), from /proc/PID/stat.
+minor_faults() {
+  local stat
+  stat="$(cat "/proc/$1/stat")"
+  stat="${stat##*) }"
+  # shellcheck disable=SC2086
+  set -- $stat
+  echo "$8"
+}
