@@ -34,9 +34,9 @@
 // needs memory, and never with MADV_DONTNEED, which unmaps it at once. A
 // memtable freed at its flush is mostly reallocated for the next memtables
 // after that decay; unmapped, each of its pages would fault in again on the
-// first write, which in a steady state cost a tenth or more of the server's
-// CPU per claim (bench/RESULTS.md, "Page faults in a steady state"). Lazily
-// freed pages still count in the resident size until the kernel takes them.
+// first write, which in a steady state took 3 to 4% of the server's CPU
+// (bench/RESULTS.md, "Page faults in a steady state"). Lazily freed pages
+// still count in the resident size until the kernel takes them.
 const char* malloc_conf = "muzzy_decay_ms:-1";
 #endif
 
