@@ -13,8 +13,8 @@ import os
 import re
 import statistics
 
-WORKLOADS = ["unique", "async64", "async256", "dup50", "dup99", "batch64", "halfpeak", "rb_p1",
-             "rb_p64", "pgb_p1", "pgb_p64"]
+WORKLOADS = ["unique", "async64", "async256", "dup50", "dup99", "batch64", "halfpeak", "lone",
+             "rb_p1", "rb_p64", "pgb_p1", "pgb_p64"]
 WORKLOAD_TEXT = {
     "unique": "unique keys, 1 per call",
     "async64": "unique keys, 64 in flight (async)",
@@ -23,6 +23,7 @@ WORKLOAD_TEXT = {
     "dup99": "99% duplicates, 1 per call",
     "batch64": "unique keys, batches of 64",
     "halfpeak": "at half of own peak rate",
+    "lone": "unique keys, 1 caller, 1 per call",
     "rb_p1": "redis-benchmark -P 1",
     "rb_p64": "redis-benchmark -P 64",
     "pgb_p1": "pgbench, 1 per transaction",

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks what bench/summarize.py makes of a small runs.jsonl: each goal
 against Redis everysec is also stated against Redis without persistence,
-the two with their own verdicts, and the AOF rewrites of the
-redis-benchmark runs are listed. Standard library only.
+the two with their own verdicts, the AOF rewrites of the
+redis-benchmark runs are listed, and a row of one caller is compared with
+dedupd's own. Standard library only.
 
   python3 bench/summarize_test.py
 """
@@ -38,6 +39,9 @@ def main():
         # none: cheaper than dedupd.
         runs.append(run(f"main:redis:none:rb_p1:{rep}", "redis", "none", 160000, 5.0, 0))
         runs.append(run(f"main:redis:none:rb_p64:{rep}", "redis", "none", 320000, 2.5, 0))
+        # One caller: compared with dedupd's own one caller.
+        runs.append(run(f"main:dedupd:buffered:lone:{rep}", "dedupd", "buffered", 8000, 100.0))
+        runs.append(run(f"main:redis:none:lone:{rep}", "redis", "none", 16000, 20.0))
     with tempfile.TemporaryDirectory() as out:
         path = os.path.join(out, "runs.jsonl")
         with open(path, "w") as f:
@@ -74,6 +78,9 @@ def main():
                  "everysec  redis-benchmark -P 1 0 in 3 runs"):
         if line not in text:
             failures.append(f"summary.txt lacks the rewrites line {line!r}")
+    lone = [line for line in text.splitlines() if "unique keys, 1 caller" in line]
+    if len(lone) != 2 or "0.50x vs buffered" not in lone[1]:
+        failures.append(f"summary.txt's rows of one caller: {lone!r}")
     if "none      redis-benchmark -P 1 0 in" in text:
         failures.append("summary.txt lists rewrites for Redis without persistence")
     for failure in failures:
