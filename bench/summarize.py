@@ -14,7 +14,7 @@ import re
 import statistics
 
 WORKLOADS = ["unique", "async64", "async256", "dup50", "dup99", "batch64", "halfpeak", "lone",
-             "rb_p1", "rb_p64", "pgb_p1", "pgb_p64"]
+             "rb_p1", "rb_p64", "rb_c1", "pgb_p1", "pgb_p64", "pgb_c1"]
 WORKLOAD_TEXT = {
     "unique": "unique keys, 1 per call",
     "async64": "unique keys, 64 in flight (async)",
@@ -26,14 +26,16 @@ WORKLOAD_TEXT = {
     "lone": "unique keys, 1 caller, 1 per call",
     "rb_p1": "redis-benchmark -P 1",
     "rb_p64": "redis-benchmark -P 64",
+    "rb_c1": "redis-benchmark -c 1 -P 1",
     "pgb_p1": "pgbench, 1 per transaction",
     "pgb_p64": "pgbench, 64 rows per INSERT",
+    "pgb_c1": "pgbench -c 1, 1 per transaction",
 }
 # The dedupd workload a row is compared with, when it is not the same name:
 # Redis's own redis-benchmark and PostgreSQL's own pgbench against dedupd's
 # own client.
-COMPARED_WITH = {"rb_p1": "unique", "rb_p64": "batch64", "pgb_p1": "unique",
-                 "pgb_p64": "batch64"}
+COMPARED_WITH = {"rb_p1": "unique", "rb_p64": "batch64", "rb_c1": "lone", "pgb_p1": "unique",
+                 "pgb_p64": "batch64", "pgb_c1": "lone"}
 SYSTEMS = [("dedupd", "buffered"), ("dedupd", "fsync"), ("redis", "none"),
            ("redis", "everysec"), ("redis", "always"), ("postgres", "sync_off"),
            ("postgres", "sync_on")]

@@ -2,8 +2,8 @@
 """Checks what bench/summarize.py makes of a small runs.jsonl: each goal
 against Redis everysec is also stated against Redis without persistence,
 the two with their own verdicts, the AOF rewrites of the
-redis-benchmark runs are listed, and a row of one caller is compared with
-dedupd's own. Standard library only.
+redis-benchmark runs are listed, and a row of one caller, the hiredis
+driver's and redis-benchmark's, is compared with dedupd's own. Standard library only.
 
   python3 bench/summarize_test.py
 """
@@ -42,6 +42,7 @@ def main():
         # One caller: compared with dedupd's own one caller.
         runs.append(run(f"main:dedupd:buffered:lone:{rep}", "dedupd", "buffered", 8000, 100.0))
         runs.append(run(f"main:redis:none:lone:{rep}", "redis", "none", 16000, 20.0))
+        runs.append(run(f"main:redis:none:rb_c1:{rep}", "redis", "none", 20000, 18.0, 0))
     with tempfile.TemporaryDirectory() as out:
         path = os.path.join(out, "runs.jsonl")
         with open(path, "w") as f:
@@ -81,6 +82,9 @@ def main():
     lone = [line for line in text.splitlines() if "unique keys, 1 caller" in line]
     if len(lone) != 2 or "0.50x vs buffered" not in lone[1]:
         failures.append(f"summary.txt's rows of one caller: {lone!r}")
+    reference = [line for line in text.splitlines() if "redis-benchmark -c 1 -P 1" in line]
+    if len(reference) != 1 or "0.40x vs buffered lone" not in reference[0]:
+        failures.append(f"summary.txt's redis-benchmark row of one client: {reference!r}")
     if "none      redis-benchmark -P 1 0 in" in text:
         failures.append("summary.txt lists rewrites for Redis without persistence")
     for failure in failures:
