@@ -13,6 +13,9 @@
 #include "absl/strings/strip.h"
 #include "grpcpp/create_channel.h"
 #include "server/logging.h"
+#include "server/replication/move_rule.h"
+#include "server/replication/quorum.h"
+#include "server/replication/timing.h"
 #include "spdlog/spdlog.h"
 #include "storage/thread_name.h"
 
@@ -20,11 +23,20 @@ namespace dedup::server::cluster {
 namespace {
 
 namespace rv1 = ::dedup::replication::v1;
+namespace core = ::dedup::server::replication;
+using core::PeerTimeout;
+using core::Tick;
+using core::TrustedLease;
 using storage::LogEntry;
 using storage::LogPosition;
 
 // A leader of epoch e hands out tokens e * 2^40 + 1, + 2, ...
 constexpr int kTokenEpochShift = 40;
+// Elections that may run at once on one node (ElectionWorker): enough
+// that a node taking over a third of 1,024 shards at once does it in a
+// few rounds, even when each election waits on a hung voter.
+constexpr size_t kElectionWorkers = 64;
+
 // Entries shipped in one call, at most (one entry always goes), and
 // records in one page of a restore, when the peers' message limits allow.
 constexpr size_t kShipBytes = 1 << 20;
@@ -56,22 +68,6 @@ LogPosition FromProto(const rv1::Position& p) { return {p.epoch(), p.seq()}; }
 void ToProto(LogPosition position, rv1::Position* out) {
   out->set_epoch(position.epoch);
   out->set_seq(position.seq);
-}
-
-// How often a leader tells each follower the commit when nothing else
-// goes, and how often the leadership keys are read.
-absl::Duration Tick(absl::Duration ttl) {
-  return std::clamp(ttl / 10, absl::Milliseconds(50), absl::Milliseconds(500));
-}
-
-// Deadline of one call to a peer.
-absl::Duration PeerTimeout(absl::Duration ttl) { return std::min(absl::Seconds(1), ttl / 4); }
-
-// How long a leader believes its lease after the keep-alive sent at some
-// moment was answered with `ttl`: less than etcd can take to end it,
-// allowing clocks that run 10% apart and a margin for scheduling.
-absl::Duration TrustedLease(absl::Duration ttl) {
-  return ttl * 0.9 - std::min(absl::Milliseconds(500), ttl / 10);
 }
 
 // Placement values: "voters=0,1,2 learners=3" and moves:
@@ -134,11 +130,6 @@ bool ParseMove(absl::string_view value, int32_t* from, int32_t* to, std::string*
   return absl::SimpleAtoi(fields["from"], from) && absl::SimpleAtoi(fields["to"], to) &&
          (*state == "adding" || *state == "promoted");
 }
-
-// Entries a move's target may still be behind when it is made a voter:
-// under steady writes it is never exactly even, and a voter that lags a
-// little costs nothing but its share of the acknowledgements.
-constexpr uint64_t kPromoteLag = 256;
 
 std::string EmptyBatch() {
   // The representation of an empty RocksDB WriteBatch: sequence (8 bytes)
@@ -320,12 +311,6 @@ std::string Replicator::Key(absl::string_view suffix) const {
 bool Replicator::LeaseValid() const { return SteadyNowNs() < lease_valid_until_ns_.load(); }
 
 absl::Status Replicator::Join() {
-  const int64_t sent = SteadyNowNs();
-  absl::StatusOr<EtcdLease> lease = etcd_->GrantLease(options_.lease_ttl);
-  if (!lease.ok()) return lease.status();
-  lease_id_ = lease->id;
-  lease_valid_until_ns_ = sent + absl::ToInt64Nanoseconds(TrustedLease(lease->ttl));
-
   // Which shards this node holds: etcd's placement, written at the
   // cluster's first start.
   absl::Status placed = InitializePlacement();
@@ -405,9 +390,16 @@ absl::Status Replicator::Join() {
     absl::StatusOr<int64_t> put = etcd_->Put(member, options_.nodes[options_.self]);
     if (!put.ok()) return put.status();
   }
-  absl::StatusOr<int64_t> alive = etcd_->Put(Key(absl::StrCat("nodes/", options_.self)),
-                                             options_.nodes[options_.self], lease->id);
-  if (!alive.ok()) return alive.status();
+  // The etcd lease last, once the per-shard work above is done: granted
+  // before it, on a busy machine with many shards, it could end before
+  // the node is registered under it. One that ends between the grant and
+  // the registration is granted anew.
+  absl::Status live;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    live = RenewLease();
+    if (!absl::IsNotFound(live)) break;
+  }
+  if (!live.ok()) return live;
   ReadLeadership();
   return absl::OkStatus();
 }
@@ -466,6 +458,7 @@ void Replicator::CoordinateLoop() {
       }
     }
     StepDownWithoutLease();
+    StepDownWithoutMajority();
     ReadLeadership();
     EnsureShippers();
     ClearCaughtUpLearners();
@@ -485,6 +478,26 @@ void Replicator::StepDownWithoutLease() {
       StepDown(shard.get(), "this node could not renew its etcd lease in time");
     }
   }
+}
+
+void Replicator::StepDownWithoutMajority() {
+  const absl::Time now = absl::Now();
+  const absl::Duration window = core::QuorumWindow(options_.lease_ttl);
+  std::vector<std::pair<uint32_t, uint64_t>> released;
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    if (!shard->leading || !shard->serving || now - shard->leading_since < window) continue;
+    const bool answered = core::MajorityAnswered(shard->voters, options_.self, [&](uint32_t node) {
+      auto it = shard->peers.find(node);
+      return it != shard->peers.end() && now - it->second.last_heard <= window;
+    });
+    if (answered) continue;
+    released.push_back({shard->index, shard->lead_epoch});
+    StepDown(shard.get(), "no majority of its voters has answered for a while");
+    // It could not commit; the voters it cannot reach elect meanwhile.
+    shard->next_election = std::max(shard->next_election, now + options_.lease_ttl);
+  }
+  for (const auto& [s, epoch] : released) ReleaseLeaderKey(s, epoch);
 }
 
 void Replicator::ClearCaughtUpLearners() {
@@ -642,6 +655,17 @@ void Replicator::ReadLeadership() {
     absl::MutexLock lock(&shard.mu);
     shard.handoff_to = view.handoff;
     shard.epoch = std::max({shard.epoch, view.epoch, view.map_epoch});
+    // An election this node won after the read began: the read may
+    // predate its leader key.
+    const bool won_since = shard.electing || (shard.leading && shard.won_at >= read_at);
+    if (shard.leading && !won_since && (view.leader != self || view.epoch != shard.lead_epoch)) {
+      // Before the placement is taken: a deposed leader must not count
+      // acknowledgements under voters that another leader placed.
+      StepDown(&shard,
+               view.leader < 0
+                   ? std::string("its leader key in etcd is gone (the lease ended)")
+                   : absl::StrCat("etcd names node ", view.leader, " at epoch ", view.epoch));
+    }
     if (view.placed && view.placement_revision > shard.placement_revision) {
       ApplyPlacement(&shard, std::move(view.voters), std::move(view.learners),
                      view.placement_revision);
@@ -652,17 +676,11 @@ void Replicator::ReadLeadership() {
       shard.move = view.move;
       shard.move.target_gone_since = gone;
     }
-    // An election this node won after the read began: the read may
-    // predate its leader key.
-    if (shard.electing || (shard.leading && shard.won_at >= read_at)) continue;
+    if (won_since) continue;
     if (view.leader < 0) {
-      if (shard.leading) StepDown(&shard, "its leader key in etcd is gone (the lease ended)");
       if (shard.leader >= 0) shard.leaderless_since = absl::Now();
       shard.leader = -1;
       continue;
-    }
-    if (shard.leading && (view.leader != self || view.epoch != shard.lead_epoch)) {
-      StepDown(&shard, absl::StrCat("etcd names node ", view.leader, " at epoch ", view.epoch));
     }
     if (view.leader == self && !shard.leading && !shard.electing) {
       stale.push_back(static_cast<uint32_t>(s));
@@ -766,45 +784,78 @@ void Replicator::EnsureShippers() {
 
 void Replicator::ElectionLoop() {
   const absl::Duration tick = Tick(options_.lease_ttl);
-  std::mt19937_64 random(std::random_device{}());
   while (true) {
     {
       absl::MutexLock lock(&stop_mu_);
       if (stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick)) return;
     }
     if (!LeaseValid() || handing_off_.load()) continue;
+    std::vector<Shard*> due;
     for (auto& shard : shards_) {
-      if (stopped_.load()) return;
       if (!shard->replica) continue;
-      {
-        absl::MutexLock lock(&shard->mu);
-        if (shard->leader >= 0 || shard->leading || shard->learner || shard->placed_learner ||
-            !Holds(shard->voters, options_.self)) {
-          continue;
-        }
-        // The shard's first voter tries first, then the next, and so on,
-        // so leadership spreads over the nodes; a handed-off shard goes to
-        // its target at once.
-        const auto rank = std::find(shard->voters.begin(), shard->voters.end(), options_.self) -
-                          shard->voters.begin();
-        absl::Duration wait = tick * 2 * rank;
-        if (shard->handoff_to == static_cast<int32_t>(options_.self)) {
-          wait = absl::ZeroDuration();
-        } else if (shard->handoff_to >= 0) {
-          wait += options_.lease_ttl / 2;
-        }
-        const absl::Time since = shard->leaderless_since == absl::InfiniteFuture()
-                                     ? absl::Now()
-                                     : shard->leaderless_since;
-        if (absl::Now() < since + wait || absl::Now() < shard->next_election) continue;
-      }
-      Elect(shard.get());
       absl::MutexLock lock(&shard->mu);
-      if (!shard->leading) {
-        shard->next_election =
-            absl::Now() + tick +
-            absl::Milliseconds(random() % (1 + absl::ToInt64Milliseconds(options_.lease_ttl / 4)));
+      if (shard->election_queued || shard->leader >= 0 || shard->leading || shard->learner ||
+          shard->placed_learner || !Holds(shard->voters, options_.self)) {
+        continue;
       }
+      // The shard's first voter tries first, then the next, and so on,
+      // so leadership spreads over the nodes; a handed-off shard goes to
+      // its target at once.
+      const auto rank = std::find(shard->voters.begin(), shard->voters.end(), options_.self) -
+                        shard->voters.begin();
+      absl::Duration wait = tick * 2 * rank;
+      if (shard->handoff_to == static_cast<int32_t>(options_.self)) {
+        wait = absl::ZeroDuration();
+      } else if (shard->handoff_to >= 0) {
+        wait += options_.lease_ttl / 2;
+      }
+      const absl::Time since =
+          shard->leaderless_since == absl::InfiniteFuture() ? absl::Now() : shard->leaderless_since;
+      if (absl::Now() < since + wait || absl::Now() < shard->next_election) continue;
+      shard->election_queued = true;
+      due.push_back(shard.get());
+    }
+    if (due.empty()) continue;
+    absl::MutexLock lock(&elect_mu_);
+    elect_queue_.insert(elect_queue_.end(), due.begin(), due.end());
+    while (elect_queue_.size() > elect_idle_ && electors_.size() < kElectionWorkers) {
+      electors_.emplace_back([this] {
+        storage::NameThisThread("elections");
+        ElectionWorker();
+      });
+      ++elect_idle_;  // Counted as idle from its start, so that no more start for this work.
+    }
+  }
+}
+
+void Replicator::ElectionWorker() {
+  std::mt19937_64 random(std::random_device{}());
+  bool counted_idle = true;  // The starter counted this worker as idle.
+  while (true) {
+    Shard* shard;
+    {
+      absl::MutexLock lock(&elect_mu_);
+      if (!counted_idle) ++elect_idle_;
+      counted_idle = false;
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(elect_mu_) {
+        return !elect_queue_.empty() || stopped_.load();
+      };
+      elect_mu_.Await(absl::Condition(&ready));
+      --elect_idle_;
+      if (stopped_.load()) return;
+      shard = elect_queue_.front();
+      elect_queue_.pop_front();
+    }
+    if (LeaseValid() && !handing_off_.load()) Elect(shard);
+    absl::MutexLock lock(&shard->mu);
+    shard->election_queued = false;
+    if (!shard->leading) {
+      // Candidates that lost start again at different moments.
+      shard->next_election =
+          std::max(shard->next_election,
+                   absl::Now() + Tick(options_.lease_ttl) +
+                       absl::Milliseconds(random() %
+                                          (1 + absl::ToInt64Milliseconds(options_.lease_ttl / 4))));
     }
   }
 }
@@ -842,7 +893,6 @@ void Replicator::Elect(Shard* shard) {
     return;
   }
   const int64_t placement_revision = (*placement)->mod_revision;
-  const uint32_t majority = static_cast<uint32_t>(voters.size()) / 2 + 1;
   uint64_t known_epoch;
   {
     absl::MutexLock lock(&shard->mu);
@@ -856,85 +906,78 @@ void Replicator::Elect(Shard* shard) {
     ++elections_lost_;
     return;
   }
-  // Asked of every other replica at once, and decided as soon as a
-  // majority has promised: a replica that does not answer (down, or
-  // paused) costs the election nothing while the others do.
-  struct Ballot {
+  // Asked of every other replica at once, and decided as soon as the
+  // outcome cannot change (core::Ballot): a replica that does not
+  // answer (down, or hung) costs the election nothing while the others
+  // decide it.
+  struct SharedBallot {
+    explicit SharedBallot(core::Ballot b) : ballot(std::move(b)) {}
     absl::Mutex mu;
-    uint32_t granted ABSL_GUARDED_BY(mu) = 1;
-    uint32_t answered ABSL_GUARDED_BY(mu) = 0;
-    uint64_t refused_epoch ABSL_GUARDED_BY(mu) = 0;
-    LogPosition best ABSL_GUARDED_BY(mu);
-    uint32_t best_node ABSL_GUARDED_BY(mu) = 0;
+    core::Ballot ballot ABSL_GUARDED_BY(mu);
   };
   struct Ask {
     grpc::ClientContext context;
     rv1::PromiseRequest request;
     rv1::PromiseResponse response;
   };
-  auto ballot = std::make_shared<Ballot>();
-  {
-    absl::MutexLock lock(&ballot->mu);
-    ballot->best = *mine;
-    ballot->best_node = options_.self;
-  }
-  uint32_t asked = 0;
+  auto shared =
+      std::make_shared<SharedBallot>(core::Ballot(voters, options_.self, {mine->epoch, mine->seq}));
   for (uint32_t node : voters) {
     if (node == options_.self) continue;
     rv1::Replication::Stub* stub = PeerStub(node);
-    if (stub == nullptr) continue;  // Its address is not known yet.
-    ++asked;
+    if (stub == nullptr) {  // Its address is not known yet.
+      absl::MutexLock lock(&shared->mu);
+      shared->ballot.Unanswered(node);
+      continue;
+    }
     auto ask = std::make_shared<Ask>();
     ask->request.set_shard(s);
     ask->request.set_epoch(epoch);
     ask->request.set_candidate(options_.self);
     ask->context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl)));
-    stub->async()->Promise(
-        &ask->context, &ask->request, &ask->response, [ballot, ask, node](grpc::Status status) {
-          absl::MutexLock lock(&ballot->mu);
-          ++ballot->answered;
-          if (!status.ok()) return;
-          if (!ask->response.promised()) {
-            ballot->refused_epoch = std::max(ballot->refused_epoch, ask->response.promised_epoch());
-            return;
-          }
-          ++ballot->granted;
-          if (ballot->best < FromProto(ask->response.last())) {
-            ballot->best = FromProto(ask->response.last());
-            ballot->best_node = node;
-          }
-        });
+    stub->async()->Promise(&ask->context, &ask->request, &ask->response,
+                           [shared, ask, node](grpc::Status status) {
+                             absl::MutexLock lock(&shared->mu);
+                             if (!status.ok()) {
+                               shared->ballot.Unanswered(node);
+                             } else if (ask->response.promised()) {
+                               const rv1::Position& last = ask->response.last();
+                               shared->ballot.Granted(node, {last.epoch(), last.seq()});
+                             } else {
+                               shared->ballot.Refused(node, ask->response.promised_epoch());
+                             }
+                           });
   }
-  uint32_t granted;
-  LogPosition best;
+  core::Ballot::Outcome outcome;
+  core::Position best;
   uint32_t best_node;
   uint64_t refused_epoch;
   {
-    absl::MutexLock lock(&ballot->mu);
-    auto decided = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ballot->mu) {
-      return ballot->granted >= majority || ballot->answered == asked;
+    absl::MutexLock lock(&shared->mu);
+    auto decided = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared->mu) {
+      return shared->ballot.outcome() != core::Ballot::Outcome::kPending;
     };
     // The calls' own deadline ends every wait; the margin covers their
     // callbacks.
-    ballot->mu.AwaitWithTimeout(absl::Condition(&decided),
+    shared->mu.AwaitWithTimeout(absl::Condition(&decided),
                                 PeerTimeout(options_.lease_ttl) + absl::Milliseconds(100));
-    granted = ballot->granted;
-    best = ballot->best;
-    best_node = ballot->best_node;
-    refused_epoch = ballot->refused_epoch;
+    outcome = shared->ballot.outcome();
+    best = shared->ballot.best();
+    best_node = shared->ballot.best_node();
+    refused_epoch = shared->ballot.refused_epoch();
   }
   if (refused_epoch > 0) {
     // The next attempt goes above what the replicas have promised.
     absl::MutexLock lock(&shard->mu);
     shard->epoch = std::max(shard->epoch, refused_epoch);
   }
-  if (granted < majority) {
+  if (outcome != core::Ballot::Outcome::kWon) {
     ++elections_lost_;
     return;
   }
   // The most advanced log of a majority holds every committed entry.
   if (best_node != options_.self) {
-    absl::Status caught_up = CatchUpFrom(shard, best_node, best, epoch);
+    absl::Status caught_up = CatchUpFrom(shard, best_node, {best.epoch, best.seq}, epoch);
     if (!caught_up.ok()) {
       ++elections_lost_;
       LogEvent(spdlog::level::warn, "cannot copy the log a new leader needs",
@@ -1451,21 +1494,17 @@ void Replicator::ShipLoop(uint32_t peer) {
 }
 
 void Replicator::AdvanceCommit(Shard* shard) {
-  // Only voters count: a learner (a move's target) may hold less than a
-  // majority of voters does, and an entry acknowledged by it alone would
-  // not survive the loss of this leader.
-  std::vector<uint64_t> held;
-  if (Holds(shard->voters, options_.self)) held.push_back(log_->Last(shard->index).seq);
-  for (const auto& [node, peer] : shard->peers) {
-    if (Holds(shard->voters, node)) held.push_back(peer.match_seq);
-  }
-  const uint32_t majority = Majority(*shard);
-  if (held.size() < majority) return;
-  std::sort(held.begin(), held.end(), std::greater<uint64_t>());
-  const uint64_t majority_holds = held[majority - 1];
-  if (majority_holds > shard->commit_seq && majority_holds >= shard->epoch_start_seq) {
-    shard->commit_seq = majority_holds;
-  }
+  // Only voters count (MajorityHolds): a learner (a move's target) may hold
+  // less than a majority of voters does, and an entry acknowledged by it
+  // alone would not survive the loss of this leader.
+  const uint64_t last = log_->Last(shard->index).seq;
+  const uint64_t majority_holds =
+      core::MajorityHolds(shard->voters, [&](uint32_t node) -> uint64_t {
+        if (node == options_.self) return last;
+        auto it = shard->peers.find(node);
+        return it == shard->peers.end() ? 0 : it->second.match_seq;
+      });
+  shard->commit_seq = core::NextCommit(shard->commit_seq, majority_holds, shard->epoch_start_seq);
 }
 
 void Replicator::StepDown(Shard* shard, absl::string_view why) {
@@ -1601,6 +1640,22 @@ std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> wr
   for (size_t k = 0; k < applied_writes.size(); ++k) {
     const size_t i = applied_writes[k];
     results[i] = applied[k];
+    if (!results[i].ok()) {
+      // Committed, but not in this node's records: decisions from them
+      // would miss it. A new election applies everything committed first.
+      Shard& shard = *shards_[applies[k].shard];
+      bool stepped_down = false;
+      {
+        absl::MutexLock lock(&shard.mu);
+        if (shard.leading && shard.lead_epoch == epochs[i]) {
+          StepDown(&shard,
+                   absl::StrCat("a committed write could not be applied: ", results[i].message()));
+          stepped_down = true;
+        }
+      }
+      if (stepped_down) ReleaseLeaderKey(shard.index, epochs[i]);
+      continue;
+    }
     if (results[i].ok() && !lease_valid) {
       // A node paused past its lease may have been replaced while it
       // waited: it answers nothing more. The entry is on a majority, so
@@ -2014,7 +2069,7 @@ void Replicator::AdvanceMoves() {
   for (auto& shard_ptr : shards_) {
     Shard* shard = shard_ptr.get();
     if (!shard->replica) continue;
-    enum class Step { kPromote, kHandOff, kRemove, kRollBack } step;
+    core::MoveStep step;
     Move move;
     uint64_t epoch;
     std::vector<uint32_t> voters, learners;
@@ -2027,56 +2082,42 @@ void Replicator::AdvanceMoves() {
       voters = shard->voters;
       learners = shard->learners;
       placement_revision = shard->placement_revision;
-      const uint32_t to = static_cast<uint32_t>(move.to);
-      bool target_live;
+      core::MoveFacts facts;
+      facts.state = move.state == "adding" ? core::MoveFacts::State::kAdding
+                                           : core::MoveFacts::State::kPromoted;
+      facts.self = options_.self;
+      facts.from = static_cast<uint32_t>(move.from);
+      facts.to = static_cast<uint32_t>(move.to);
+      facts.voters = voters;
+      facts.learners = learners;
       {
         absl::MutexLock nodes(&nodes_mu_);
-        target_live = live_.count(to) > 0;
+        facts.target_live = live_.count(facts.to) > 0;
       }
-      if (move.state == "adding") {
-        if (!Holds(learners, to)) {
-          // The placement lost its learner (a rollback half seen): nothing
-          // to promote; the record goes.
-          step = Step::kRollBack;
-        } else if (!target_live) {
-          if (shard->move.target_gone_since == absl::InfiniteFuture()) {
-            shard->move.target_gone_since = now;
-          }
-          // A target that comes back within a few leases resumes the move;
-          // one that does not, rolls it back.
-          if (now - shard->move.target_gone_since < options_.lease_ttl * 3) continue;
-          step = Step::kRollBack;
-        } else {
-          shard->move.target_gone_since = absl::InfiniteFuture();
-          auto it = shard->peers.find(to);
-          if (it == shard->peers.end()) continue;
-          const Peer& p = it->second;
-          const uint64_t last = log_->Last(shard->index).seq;
-          if (now - p.last_heard > tick * 2 || p.match_seq + kPromoteLag < last ||
-              p.match_seq < shard->commit_seq - std::min(shard->commit_seq, kPromoteLag)) {
-            continue;
-          }
-          step = Step::kPromote;
-        }
-      } else {
-        // The source goes only once the target holds the log: until then
-        // the shard keeps its full set of live voters.
-        auto it = shard->peers.find(to);
-        if (static_cast<int32_t>(options_.self) != move.to) {
-          if (it == shard->peers.end() || now - it->second.last_heard > tick * 2 ||
-              it->second.match_seq + kPromoteLag < log_->Last(shard->index).seq) {
-            continue;
-          }
-        }
-        step = move.from == static_cast<int32_t>(options_.self) ? Step::kHandOff : Step::kRemove;
+      if (facts.target_live) {
+        shard->move.target_gone_since = absl::InfiniteFuture();
+      } else if (shard->move.target_gone_since == absl::InfiniteFuture()) {
+        shard->move.target_gone_since = now;
       }
+      facts.target_gone_for =
+          facts.target_live ? absl::ZeroDuration() : now - shard->move.target_gone_since;
+      facts.lease_ttl = options_.lease_ttl;
+      facts.last_seq = log_->Last(shard->index).seq;
+      facts.commit_seq = shard->commit_seq;
+      for (const auto& [node, peer] : shard->peers) {
+        facts.match[node] = peer.match_seq;
+        if (peer.last_heard != absl::InfinitePast()) facts.silent_for[node] = now - peer.last_heard;
+      }
+      facts.heard_within = tick * 2;
+      step = core::DecideMoveStep(facts);
     }
+    if (step == core::MoveStep::kWait) continue;
     const uint32_t s = shard->index;
     const std::string placement_key = Key(absl::StrCat("placement/", s));
     const std::string move_key = Key(absl::StrCat("moves/", s));
     const uint32_t from = static_cast<uint32_t>(move.from);
     const uint32_t to = static_cast<uint32_t>(move.to);
-    if (step == Step::kHandOff) {
+    if (step == core::MoveStep::kHandOff) {
       // The source leads: the target (a voter now) takes the shard, and
       // removes the source as the new leader.
       HandOffShard(shard, move.to, now + tick, absl::StrCat("the shard moves to node ", to));
@@ -2090,7 +2131,7 @@ void Replicator::AdvanceMoves() {
                                          {move_key, move.revision, std::nullopt}};
     std::vector<EtcdWrite> writes;
     const char* done = "";
-    if (step == Step::kPromote) {
+    if (step == core::MoveStep::kPromote) {
       std::vector<uint32_t> new_voters = voters, new_learners;
       for (uint32_t node : learners) {
         if (node != to) new_learners.push_back(node);
@@ -2099,21 +2140,8 @@ void Replicator::AdvanceMoves() {
       writes = {{placement_key, PlacementValue(new_voters, new_learners), 0, false},
                 {move_key, MoveValue(move.from, move.to, "promoted"), 0, false}};
       done = "move target caught up and votes";
-    } else if (step == Step::kRemove) {
-      // The target takes the source's place in the order of voters, which
-      // is the order leadership prefers.
-      if (!Holds(voters, to)) continue;  // Not promoted in this placement yet.
-      std::vector<uint32_t> new_voters = voters;
-      if (Holds(voters, from)) {
-        new_voters.clear();
-        for (uint32_t node : voters) {
-          if (node == from) {
-            new_voters.push_back(to);
-          } else if (node != to) {
-            new_voters.push_back(node);
-          }
-        }
-      }
+    } else if (step == core::MoveStep::kRemove) {
+      const std::vector<uint32_t> new_voters = core::VotersAfterRemoval(voters, from, to);
       writes = {{placement_key, PlacementValue(new_voters, learners), 0, false},
                 {move_key, "", 0, true}};
       done = "shard moved";
@@ -2128,7 +2156,7 @@ void Replicator::AdvanceMoves() {
     }
     absl::StatusOr<bool> changed = etcd_->Txn(compares, writes);
     if (!changed.ok() || !*changed) continue;
-    LogEvent(step == Step::kRollBack ? spdlog::level::warn : spdlog::level::info, done,
+    LogEvent(step == core::MoveStep::kRollBack ? spdlog::level::warn : spdlog::level::info, done,
              {{"shard", absl::StrCat(s)}, {"from", absl::StrCat(from)}, {"to", absl::StrCat(to)}});
     // Taken at once rather than at the next read.
     ReadLeadership();
@@ -2237,6 +2265,14 @@ void Replicator::Stop() {
   }
   for (std::thread& thread : threads_) thread.join();
   threads_.clear();
+  // The election workers wait on elect_mu_: a release makes them look at
+  // stopped_ again. The scanner that starts them has ended.
+  std::vector<std::thread> electors;
+  {
+    absl::MutexLock lock(&elect_mu_);
+    electors.swap(electors_);
+  }
+  for (std::thread& thread : electors) thread.join();
   // The coordinating thread, which starts shippers, has ended.
   std::vector<std::thread> shippers;
   {

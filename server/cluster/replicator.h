@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -272,6 +273,8 @@ class Replicator : public storage::ShardReplicator {
     // rather than in the peer's shared call: a move's target, paced, and
     // a follower being re-seeded.
     std::set<uint32_t> dedicated ABSL_GUARDED_BY(mu);
+    // Waiting for, or in, an election of this node's (ElectionWorker).
+    bool election_queued ABSL_GUARDED_BY(mu) = false;
   };
   // One shard's append to one peer, as planned and sent.
   struct Outgoing {
@@ -331,7 +334,13 @@ class Replicator : public storage::ShardReplicator {
   void PaceMove(Shard* shard, uint32_t peer, uint64_t bytes);
   absl::Status RenewLease();
   void CoordinateLoop();
+  // Finds the shards this node may stand for and queues each once for
+  // the election workers.
   void ElectionLoop();
+  // Runs queued elections, one at a time; up to kElectionWorkers of them
+  // run at once, so that elections that wait (on a hung voter, or for
+  // their epoch's first entry) hold up no other shard's.
+  void ElectionWorker();
   // Ships every shard this node leads to `peer`, all in one Ship call per
   // round, the next round as soon as there is more; heartbeats each tick.
   void ShipLoop(uint32_t peer);
@@ -379,6 +388,11 @@ class Replicator : public storage::ShardReplicator {
   // Stops serving every shard this node leads once its lease may have
   // ended, so that it neither answers nor keeps followers from electing.
   void StepDownWithoutLease();
+  // Stops leading every shard whose voters have not answered from a
+  // majority for a QuorumWindow, and releases its leader key: a leader cut
+  // off from its followers but not from etcd would otherwise keep the
+  // shard, unable to commit, for as long as it keeps its lease.
+  void StepDownWithoutMajority();
   // Lets caught-up learners vote again: deletes their etcd keys, outside
   // the shard locks.
   void ClearCaughtUpLearners();
@@ -427,6 +441,11 @@ class Replicator : public storage::ShardReplicator {
   // Set by HandOff: this node takes over no shard any more.
   std::atomic<bool> handing_off_{false};
   std::vector<std::thread> threads_;
+  // The election workers and their queue.
+  absl::Mutex elect_mu_;
+  std::deque<Shard*> elect_queue_ ABSL_GUARDED_BY(elect_mu_);
+  uint32_t elect_idle_ ABSL_GUARDED_BY(elect_mu_) = 0;
+  std::vector<std::thread> electors_ ABSL_GUARDED_BY(elect_mu_);
 };
 
 }  // namespace dedup::server::cluster

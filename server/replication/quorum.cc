@@ -8,15 +8,20 @@ namespace {
 
 // What each voter holds, highest first.
 std::vector<uint64_t> HeldByVoters(const std::vector<uint32_t>& voters,
-                                   const std::map<uint32_t, uint64_t>& held) {
+                                   absl::FunctionRef<uint64_t(uint32_t)> held_by) {
   std::vector<uint64_t> seqs;
   seqs.reserve(voters.size());
-  for (uint32_t voter : voters) {
-    auto it = held.find(voter);
-    seqs.push_back(it == held.end() ? 0 : it->second);
-  }
+  for (uint32_t voter : voters) seqs.push_back(held_by(voter));
   std::sort(seqs.begin(), seqs.end(), std::greater<uint64_t>());
   return seqs;
+}
+
+std::vector<uint64_t> HeldByVoters(const std::vector<uint32_t>& voters,
+                                   const std::map<uint32_t, uint64_t>& held) {
+  return HeldByVoters(voters, [&](uint32_t voter) -> uint64_t {
+    auto it = held.find(voter);
+    return it == held.end() ? 0 : it->second;
+  });
 }
 
 }  // namespace
@@ -27,6 +32,12 @@ uint64_t MajorityHolds(const std::vector<uint32_t>& voters,
   return HeldByVoters(voters, held)[Majority(voters.size()) - 1];
 }
 
+uint64_t MajorityHolds(const std::vector<uint32_t>& voters,
+                       absl::FunctionRef<uint64_t(uint32_t)> held_by) {
+  if (voters.empty()) return 0;
+  return HeldByVoters(voters, held_by)[Majority(voters.size()) - 1];
+}
+
 bool EveryMajorityHolds(const std::vector<uint32_t>& voters,
                         const std::map<uint32_t, uint64_t>& held, uint64_t seq) {
   if (voters.empty()) return false;
@@ -34,6 +45,14 @@ bool EveryMajorityHolds(const std::vector<uint32_t>& voters,
   const size_t holders =
       std::count_if(seqs.begin(), seqs.end(), [&](uint64_t s) { return s >= seq; });
   return holders > voters.size() - Majority(voters.size());
+}
+
+bool MajorityAnswered(const std::vector<uint32_t>& voters, uint32_t self,
+                      absl::FunctionRef<bool(uint32_t)> answered) {
+  const size_t count = std::count_if(voters.begin(), voters.end(), [&](uint32_t voter) {
+    return voter == self || answered(voter);
+  });
+  return count >= Majority(voters.size());
 }
 
 uint64_t NextCommit(uint64_t commit_seq, uint64_t majority_holds, uint64_t epoch_start_seq) {

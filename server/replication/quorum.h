@@ -11,6 +11,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "server/replication/position.h"
 
 namespace dedup::server::replication {
@@ -24,6 +25,9 @@ inline uint32_t Majority(size_t voters) { return static_cast<uint32_t>(voters / 
 // survive the loss of the leader.
 uint64_t MajorityHolds(const std::vector<uint32_t>& voters,
                        const std::map<uint32_t, uint64_t>& held);
+// The same, with what each voter holds from `held_by(voter)`.
+uint64_t MajorityHolds(const std::vector<uint32_t>& voters,
+                       absl::FunctionRef<uint64_t(uint32_t)> held_by);
 
 // True when every majority of `voters` includes a node that holds `seq`,
 // given what each holds: then an election among any majority finds it.
@@ -31,6 +35,11 @@ uint64_t MajorityHolds(const std::vector<uint32_t>& voters,
 // hold it.
 bool EveryMajorityHolds(const std::vector<uint32_t>& voters,
                         const std::map<uint32_t, uint64_t>& held, uint64_t seq);
+
+// True when `self` and the other voters for which `answered(voter)` holds
+// make a majority of `voters` (self counts only when a voter).
+bool MajorityAnswered(const std::vector<uint32_t>& voters, uint32_t self,
+                      absl::FunctionRef<bool(uint32_t)> answered);
 
 // The leader's commit point once a majority holds `majority_holds`: it only
 // moves forward, and only to an entry of the leader's own epoch (at or past

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/replication/quorum.h"
+#include "server/replication/timing.h"
 
 namespace dedup::tests::replication {
 namespace {
@@ -31,12 +32,9 @@ bool Holds(const std::vector<uint32_t>& nodes, uint32_t node) {
   return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
 }
 
-// The replicator's timing (server/cluster/replicator.cc), from the lease.
-Time Tick(Time ttl) {
-  return std::clamp(ttl / 10, absl::Milliseconds(50), absl::Milliseconds(500));
-}
-Time PeerTimeout(Time ttl) { return std::min(absl::Seconds(1), ttl / 4); }
-Time TrustedLease(Time ttl) { return ttl * 0.9 - std::min(absl::Milliseconds(500), ttl / 10); }
+using core::PeerTimeout;
+using core::Tick;
+using core::TrustedLease;
 
 enum class Kind { kAppend, kAppendReply, kPromise, kPromiseReply, kReadLog, kReadLogReply };
 enum class AppendResult { kAppended, kMismatch, kFenced, kNotReplica };
@@ -466,13 +464,13 @@ void Simulation::AdvanceCommit(uint32_t node, uint32_t s) {
 void Simulation::CheckQuorum(uint32_t node, uint32_t s) {
   Replica& r = nodes_[node].shards[s];
   if (!o_.leader_checks_quorum || !r.leading || !r.serving) return;
-  const Time window = std::max(PeerTimeout(o_.lease_ttl) * 3, tick_ * 2);
+  const Time window = core::QuorumWindow(o_.lease_ttl);
   if (now_ - r.won_at < window) return;
-  uint32_t heard = Holds(r.voters, node) ? 1 : 0;
-  for (const auto& [peer, p] : r.peers) {
-    if (Holds(r.voters, peer) && now_ - p.last_heard <= window) ++heard;
-  }
-  if (heard >= core::Majority(r.voters.size())) return;
+  const bool answered = core::MajorityAnswered(r.voters, node, [&](uint32_t voter) {
+    auto it = r.peers.find(voter);
+    return it != r.peers.end() && now_ - it->second.last_heard <= window;
+  });
+  if (answered) return;
   const uint64_t epoch = r.lead_epoch;
   StepDown(node, s, "no majority of voters answered for a while");
   r.next_election = now_ + o_.lease_ttl;
@@ -1298,7 +1296,7 @@ SimulationResult Simulation::Run() {
     }
     for (uint32_t s : touched_) CheckShard(s);
     touched_.clear();
-    if (now_ - last_liveness_check >= absl::Milliseconds(50)) {
+    if (now_ >= o_.check_liveness_from && now_ - last_liveness_check >= absl::Milliseconds(50)) {
       last_liveness_check = now_;
       CheckLiveness();
     }

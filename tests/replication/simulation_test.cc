@@ -158,6 +158,7 @@ SimulationOptions HungLeader() {
   o.duration = absl::Seconds(120);
   o.write_every = absl::Seconds(1);
   o.script.push_back({absl::Seconds(40), ScriptedFault::Kind::kPause, -1, absl::Seconds(60)});
+  o.check_liveness_from = absl::Seconds(40);
   return o;
 }
 

@@ -1,0 +1,41 @@
+#ifndef DEDUP_SERVER_REPLICATION_TIMING_H_
+#define DEDUP_SERVER_REPLICATION_TIMING_H_
+
+// The protocol's clocks, all derived from the etcd lease's length
+// (docs/replication.md): what the replicator waits for, and what the
+// simulation of it waits for alike.
+
+#include <algorithm>
+
+#include "absl/time/time.h"
+
+namespace dedup::server::replication {
+
+// How often a leader tells each follower the commit when nothing else
+// goes, and how often the leadership keys are read.
+inline absl::Duration Tick(absl::Duration ttl) {
+  return std::clamp(ttl / 10, absl::Milliseconds(50), absl::Milliseconds(500));
+}
+
+// Deadline of one call to a peer.
+inline absl::Duration PeerTimeout(absl::Duration ttl) {
+  return std::min(absl::Seconds(1), ttl / 4);
+}
+
+// How long a leader believes its lease after the keep-alive sent at some
+// moment was answered with `ttl`: less than etcd can take to end it,
+// allowing clocks that run 10% apart and a margin for scheduling.
+inline absl::Duration TrustedLease(absl::Duration ttl) {
+  return ttl * 0.9 - std::min(absl::Milliseconds(500), ttl / 10);
+}
+
+// A leader that has heard from no majority of its voters for this long
+// gives the shard up, so that the voters it cannot reach may elect one
+// that can commit: three calls' deadlines, and at least two ticks.
+inline absl::Duration QuorumWindow(absl::Duration ttl) {
+  return std::max(PeerTimeout(ttl) * 3, Tick(ttl) * 2);
+}
+
+}  // namespace dedup::server::replication
+
+#endif  // DEDUP_SERVER_REPLICATION_TIMING_H_
