@@ -37,8 +37,17 @@
 // any sequence of failovers without a ceiling to replicate.
 //
 // Thread-safe. Threads: one keeps the etcd lease, reads the leadership
-// and placement keys and advances moves; one runs elections; one per
-// (shard, other replica) ships the log while this node leads the shard.
+// and placement keys and advances moves; one finds the shards due for an
+// election and up to 64 run them; one per peer (and one per learner or
+// re-seeded follower) ships the log while this node leads the shard.
+//
+// The protocol's decisions are pure functions in server/replication/;
+// this class does the I/O around them. Its definitions are split by
+// concern: replicator.cc (joining, the lease, the coordinating loop,
+// reports), replicator_leadership.cc (elections, stepping down, hand-
+// offs), replicator_shipping.cc (commits, shipping, trimming, re-seeding),
+// replicator_follower.cc (the Replication service's calls) and
+// replicator_placement.cc (holding shards, moves).
 
 #include <algorithm>
 #include <atomic>

@@ -1,0 +1,231 @@
+// The Replicator as a follower and a voter: the Replication service's
+// calls (appends, promises, log reads and restores).
+
+#include "server/cluster/replicator.h"
+#include "server/cluster/replicator_internal.h"
+
+namespace dedup::server::cluster {
+
+rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request, bool sync) {
+  rv1::AppendResponse response;
+  const uint32_t s = request.shard();
+  auto fill = [&](rv1::AppendResponse::Result result) {
+    response.set_result(result);
+    ToProto(log_->Last(s), response.mutable_last());
+    ToProto(log_->Applied(s), response.mutable_applied());
+    response.set_promised(log_->Promised(s));
+    return response;
+  };
+  if (s >= shards_.size()) {
+    response.set_result(rv1::AppendResponse::FENCED);
+    return response;
+  }
+  Shard& shard = *shards_[s];
+  absl::MutexLock lock(&shard.mu);
+  if (!shard.replica) {
+    // A move's target that has not read its new placement yet, or a
+    // replica moved off: either way nothing is appended here.
+    response.set_result(rv1::AppendResponse::NOT_REPLICA);
+    return response;
+  }
+  if (request.epoch() < log_->Promised(s)) {
+    ++fenced_appends_;
+    return fill(rv1::AppendResponse::FENCED);
+  }
+  if (shard.leading && request.epoch() >= shard.lead_epoch) {
+    StepDown(&shard, absl::StrCat("node ", request.leader(), " leads epoch ", request.epoch()));
+  }
+  shard.leader = static_cast<int32_t>(request.leader());
+  shard.epoch = std::max(shard.epoch, request.epoch());
+  shard.leaderless_since = absl::InfiniteFuture();
+  std::vector<LogEntry> entries;
+  entries.reserve(request.entries_size());
+  for (const rv1::Entry& e : request.entries()) entries.push_back({e.epoch(), e.seq(), e.batch()});
+  const LogPosition prev = FromProto(request.prev());
+  absl::Status appended = log_->AppendAfter(s, request.epoch(), prev, entries, sync);
+  if (absl::IsFailedPrecondition(appended)) {
+    ++fenced_appends_;
+    return fill(rv1::AppendResponse::FENCED);
+  }
+  if (absl::IsAborted(appended)) return fill(rv1::AppendResponse::MISMATCH);
+  if (!appended.ok()) {
+    LogEvent(spdlog::level::err, "cannot append the leader's entries",
+             {{"shard", absl::StrCat(s)}, {"error", appended.message()}});
+    return fill(rv1::AppendResponse::MISMATCH);
+  }
+  // What is committed and certainly the leader's: up to the last entry it
+  // sent (a longer tail here may be an older epoch's).
+  const uint64_t apply_to = std::min<uint64_t>(request.commit_seq(), prev.seq + entries.size());
+  const uint64_t applied_seq = log_->Applied(s).seq;
+  if (apply_to > applied_seq &&
+      (entries.empty() || apply_to - applied_seq >= kFollowerApplyEntries)) {
+    absl::Status applied = log_->ApplyThrough(s, apply_to, entries);
+    if (!applied.ok()) {
+      LogEvent(spdlog::level::err, "cannot apply committed entries",
+               {{"shard", absl::StrCat(s)}, {"error", applied.message()}});
+    }
+  }
+  const uint64_t trim_to = std::min<uint64_t>(request.trim_seq(), log_->Applied(s).seq);
+  if (trim_to >= shard.trimmed + kTrimStep && log_->TrimThrough(s, trim_to).ok()) {
+    shard.trimmed = trim_to;
+  }
+  if (shard.restoring && prev.seq == 0) {
+    // A copy that its leader abandoned (it stepped down): this leader
+    // sends its whole log instead, which rebuilds every record.
+    shard.restoring = false;
+  }
+  if (shard.learner && !shard.restoring && prev.seq + entries.size() >= request.commit_seq()) {
+    // It holds every entry committed so far, as this leader's own: it may
+    // vote again once its etcd key is gone (ClearCaughtUpLearners).
+    shard.learner_caught_up = true;
+  }
+  return fill(rv1::AppendResponse::APPENDED);
+}
+
+absl::StatusOr<rv1::ShipResponse> Replicator::HandleShip(const rv1::ShipRequest& request) {
+  rv1::ShipResponse response;
+  bool entries = false;
+  for (const rv1::AppendRequest& append : request.appends()) {
+    *response.add_results() = HandleAppend(append, /*sync=*/false);
+    entries = entries || append.entries_size() > 0;
+  }
+  // Also when every entry was here already: an earlier call may have
+  // written them and not synced them yet.
+  if (entries) {
+    absl::Status synced = log_->SyncAppends();
+    if (!synced.ok()) {
+      LogEvent(spdlog::level::err, "cannot sync the leader's entries",
+               {{"error", synced.message()}});
+      return absl::InternalError(synced.message());
+    }
+  }
+  return response;
+}
+
+rv1::PromiseResponse Replicator::HandlePromise(const rv1::PromiseRequest& request) {
+  rv1::PromiseResponse response;
+  const uint32_t s = request.shard();
+  if (s >= shards_.size() || !shards_[s]->replica) {
+    response.set_reason(absl::StrCat("this node holds no replica of shard ", s));
+    return response;
+  }
+  Shard& shard = *shards_[s];
+  absl::MutexLock lock(&shard.mu);
+  response.set_promised_epoch(log_->Promised(s));
+  ToProto(log_->Applied(s), response.mutable_applied());
+  if (shard.placed_learner || !Holds(shard.voters, options_.self)) {
+    response.set_reason(
+        "this replica is a learner of the shard (a move's target) and does not vote");
+    ToProto(log_->Last(s), response.mutable_last());
+    return response;
+  }
+  if (shard.learner) {
+    response.set_reason("this replica is re-seeding and may not vote yet");
+    ToProto(log_->Last(s), response.mutable_last());
+    return response;
+  }
+  absl::StatusOr<LogPosition> promised = log_->Promise(s, request.epoch());
+  if (!promised.ok()) {
+    response.set_reason(std::string(promised.status().message()));
+    ToProto(log_->Last(s), response.mutable_last());
+    return response;
+  }
+  if (shard.leading && request.epoch() > shard.lead_epoch) {
+    StepDown(&shard,
+             absl::StrCat("promised epoch ", request.epoch(), " to node ", request.candidate()));
+  }
+  // The candidate is given time to finish before this replica contends
+  // for the shard itself: two candidates asking at once both lose.
+  shard.next_election = std::max(shard.next_election, absl::Now() + Tick(options_.lease_ttl) * 4);
+  response.set_promised(true);
+  response.set_promised_epoch(request.epoch());
+  ToProto(*promised, response.mutable_last());
+  return response;
+}
+
+absl::StatusOr<rv1::ReadLogResponse> Replicator::HandleReadLog(const rv1::ReadLogRequest& request) {
+  const uint32_t s = request.shard();
+  if (s >= shards_.size() || !shards_[s]->replica) {
+    return absl::FailedPreconditionError(absl::StrCat("this node holds no replica of shard ", s));
+  }
+  absl::StatusOr<std::vector<LogEntry>> entries =
+      log_->Read(s, request.from_seq(), std::clamp<uint64_t>(request.max_bytes(), 1, ship_bytes_));
+  if (!entries.ok()) return entries.status();
+  rv1::ReadLogResponse response;
+  for (const LogEntry& e : *entries) {
+    rv1::Entry* out = response.add_entries();
+    out->set_epoch(e.epoch);
+    out->set_seq(e.seq);
+    out->set_batch(e.batch);
+  }
+  ToProto(log_->Last(s), response.mutable_last());
+  return response;
+}
+
+rv1::RestoreResponse Replicator::HandleRestore(const rv1::RestoreRequest& request) {
+  rv1::RestoreResponse response;
+  const uint32_t s = request.shard();
+  if (s >= shards_.size() || !shards_[s]->replica) {
+    response.set_reason(absl::StrCat("this node holds no replica of shard ", s));
+    return response;
+  }
+  Shard& shard = *shards_[s];
+  auto fenced = [&]() {
+    ++fenced_appends_;
+    response.set_reason(
+        absl::StrCat("epoch ", request.epoch(), " is fenced (promised ", log_->Promised(s), ")"));
+    return response;
+  };
+  if (request.epoch() < log_->Promised(s)) return fenced();
+  // A learner until caught up again, its records partial meanwhile: the
+  // key is written before anything is dropped, and written anew by every
+  // copy begun (so that a learner cleared meanwhile is a learner again).
+  // Outside the shard lock: etcd may be slow.
+  int64_t learner_revision = 0;
+  if (request.begin()) {
+    absl::StatusOr<int64_t> put =
+        etcd_->Put(Key(absl::StrCat("learner/", options_.self, "/", s)), "re-seed");
+    if (!put.ok()) {
+      response.set_reason(
+          absl::StrCat("cannot mark this replica a learner in etcd: ", put.status().message()));
+      return response;
+    }
+    learner_revision = *put;
+  }
+  absl::MutexLock lock(&shard.mu);
+  if (request.epoch() < log_->Promised(s)) return fenced();
+  if (shard.leading) StepDown(&shard, absl::StrCat("node ", request.leader(), " re-seeds it"));
+  shard.leader = static_cast<int32_t>(request.leader());
+  shard.epoch = std::max(shard.epoch, request.epoch());
+  absl::Status status;
+  if (request.begin()) {
+    shard.learner = true;
+    shard.learner_caught_up = false;
+    shard.learner_revision = learner_revision;
+    status = log_->BeginRestore(s);
+    if (status.ok()) {
+      shard.restoring = true;
+      shard.trimmed = 0;
+      LogEvent(spdlog::level::info, "re-seeding shard from its leader",
+               {{"shard", absl::StrCat(s)}, {"leader", absl::StrCat(request.leader())}});
+    }
+  } else if (!shard.restoring) {
+    status = absl::FailedPreconditionError("no restore of this shard has begun here");
+  }
+  std::vector<std::pair<std::string, std::string>> records;
+  records.reserve(request.records_size());
+  for (const rv1::StoredRecord& r : request.records()) records.emplace_back(r.key(), r.value());
+  if (status.ok()) status = log_->RestoreRecords(s, records);
+  if (status.ok() && request.done()) {
+    status = log_->FinishRestore(s, FromProto(request.position()));
+    if (status.ok()) shard.restoring = false;
+  }
+  if (!status.ok()) {
+    response.set_reason(std::string(status.message()));
+    return response;
+  }
+  response.set_accepted(true);
+  return response;
+}
+
+}  // namespace dedup::server::cluster
