@@ -89,7 +89,7 @@ ABSL_FLAG(std::vector<std::string>, etcd_endpoints, {},
 ABSL_FLAG(std::string, cluster_name, "",
           "Names the cluster's keys in etcd [config: cluster.name; default \"default\"].");
 ABSL_FLAG(std::string, leader_lease, "",
-          "TTL of a shard leader's etcd lease [config: cluster.leader_lease; default 10s].");
+          "TTL of a shard leader's etcd lease [config: cluster.leader_lease; default 3s].");
 ABSL_FLAG(uint64_t, move_bytes_per_second, 0,
           "Bytes per second a shard's leader sends the target of a shard move "
           "[config: cluster.move_bytes_per_second; default 32 MiB/s].");
@@ -155,7 +155,7 @@ Flags (each overrides the config field in brackets):
                         [cluster.etcd_endpoints]
   --cluster_name=NAME   the cluster's key prefix in etcd [cluster.name]
   --leader_lease=DUR    how long a dead leader's shards wait before another
-                        replica takes over [cluster.leader_lease; default 10s]
+                        replica takes over [cluster.leader_lease; default 3s]
   --move_bytes_per_second=N  pace of a shard move's copy, so that serving
                         traffic keeps its p99 [cluster.move_bytes_per_second;
                         default 33554432]

@@ -294,7 +294,7 @@ absl::Status ResolveCluster(const v1::ClusterConfig& cluster, ServerSettings* se
     if (!named.ok()) return named;
     settings->cluster_name = cluster.name();
   }
-  absl::Status lease = ParseDurationField(cluster.leader_lease(), 10'000, 2'000,
+  absl::Status lease = ParseDurationField(cluster.leader_lease(), 3'000, 2'000,
                                           "cluster.leader_lease", &settings->leader_lease_ms);
   if (!lease.ok()) return lease;
   if (cluster.move_bytes_per_second() != 0) {

@@ -40,7 +40,7 @@ struct ServerSettings {
   uint32_t replication_factor = 1;
   std::vector<std::string> etcd_endpoints;
   std::string cluster_name = "default";
-  int64_t leader_lease_ms = 10'000;
+  int64_t leader_lease_ms = 3'000;
   // What a shard's leader sends a move's target, at most (docs/elastic.md).
   uint64_t move_bytes_per_second = 32ull << 20;
   ServerLimits limits;

@@ -92,7 +92,7 @@ struct ReplicatorOptions {
   uint32_t replication_factor = 3;
   // "/dedup/<cluster>/".
   std::string etcd_prefix;
-  absl::Duration lease_ttl = absl::Seconds(10);
+  absl::Duration lease_ttl = absl::Seconds(3);
   // How this node calls its peers.
   std::shared_ptr<grpc::ChannelCredentials> peer_credentials;
   // What a leader sends the target of a move, at most.

@@ -34,7 +34,7 @@ struct MoveFacts {
   // The target has a live etcd lease, or has been without one this long.
   bool target_live = true;
   absl::Duration target_gone_for;
-  absl::Duration lease_ttl = absl::Seconds(10);
+  absl::Duration lease_ttl = absl::Seconds(3);
   // The leader's log and commit point.
   uint64_t last_seq = 0;
   uint64_t commit_seq = 0;

@@ -53,7 +53,7 @@ struct SimulationOptions {
   uint32_t nodes = 4;
   uint32_t shards = 4;
   uint32_t replication_factor = 3;
-  absl::Duration lease_ttl = absl::Seconds(10);  // dedupd's default
+  absl::Duration lease_ttl = absl::Seconds(3);  // dedupd's default
   absl::Duration duration = absl::Seconds(120);
 
   // The network: every message is delayed by a uniform draw from
@@ -84,7 +84,7 @@ struct SimulationOptions {
 
   // The liveness bound. Zero: the old leader's lease, ten ticks, and two
   // election rounds lost to a silent voter with their back-off (6.6 s with
-  // a 2 s lease, 23.2 s at the default 10 s).
+  // a 2 s lease, 9.8 s at the default 3 s).
   absl::Duration leader_bound = absl::ZeroDuration();
   // Shards are held to the bound only from this moment on (a scenario
   // about one fault may leave out how the cluster started).

@@ -122,6 +122,27 @@ TEST(ServerSettingsTest, MemtableIsAHashWhereNoShardMoves) {
   EXPECT_TRUE(settings->store.hash_memtable);
 }
 
+TEST(ServerSettingsTest, LeaderLeaseDefaultsToThreeSecondsAndIsAtLeastTwo) {
+  // Three seconds: a dead or hung leader's shards are led again within 5 s
+  // (bench/failover), and a leader keeps its lease through two lost
+  // keep-alives.
+  absl::StatusOr<ServerSettings> settings = Resolve(kReplicated);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->leader_lease_ms, 3'000);
+  auto with_lease = [](absl::string_view lease) {
+    return absl::StrCat(R"pb(cluster { nodes: [ "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3" ]
+                                       replication_factor: 3
+                                       etcd_endpoints: "127.0.0.1:2379"
+                                       leader_lease: ")pb",
+                        lease, R"pb(" })pb");
+  };
+  settings = Resolve(with_lease("10s"));
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->leader_lease_ms, 10'000);
+  EXPECT_THAT(Resolve(with_lease("1s")).status().message(),
+              HasSubstr("cluster.leader_lease: must be at least 2000ms"));
+}
+
 TEST(ServerSettingsTest, ClockStepRuleIsReadFromTheConfigWithinItsBounds) {
   absl::StatusOr<ServerSettings> defaults = Resolve("");
   ASSERT_TRUE(defaults.ok()) << defaults.status();
