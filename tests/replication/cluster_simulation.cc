@@ -141,6 +141,17 @@ struct Event {
   bool operator>(const Event& o) const { return at != o.at ? at > o.at : order > o.order; }
 };
 
+// An answer to `m`, from its addressee, for the same shard and epoch.
+Message ReplyTo(const Message& m, Kind kind) {
+  Message reply;
+  reply.kind = kind;
+  reply.from = m.to;
+  reply.to = m.from;
+  reply.shard = m.shard;
+  reply.epoch = m.epoch;
+  return reply;
+}
+
 class Simulation {
  public:
   explicit Simulation(const SimulationOptions& options, bool trace)
@@ -178,6 +189,15 @@ class Simulation {
   bool Reachable(uint32_t from, uint32_t to) const { return !cut_.count({from, to}); }
   bool Runs(uint32_t node) const { return nodes_[node].up && !nodes_[node].paused; }
   void Send(Message m);
+  void ScheduleTimer(uint32_t node, uint32_t s, Time at, uint64_t round) {
+    Event e;
+    e.kind = EventKind::kTimer;
+    e.at = at;
+    e.node = node;
+    e.shard = s;
+    e.tag = round;
+    Schedule(std::move(e));
+  }
   void Dispatch(const Event& e);
 
   // etcd.
@@ -596,13 +616,7 @@ void Simulation::BeginElection(uint32_t node, uint32_t s) {
     ++nodes_[node].elections_running;
   }
   // Three reads of etcd before the promises go out.
-  Event e;
-  e.kind = EventKind::kTimer;
-  e.at = now_ + o_.etcd_delay * 3;
-  e.node = node;
-  e.shard = s;
-  e.tag = r.round;
-  Schedule(std::move(e));
+  ScheduleTimer(node, s, now_ + o_.etcd_delay * 3, r.round);
 }
 
 void Simulation::AskPromises(uint32_t node, uint32_t s) {
@@ -631,13 +645,7 @@ void Simulation::AskPromises(uint32_t node, uint32_t s) {
     m.epoch = r.elect_epoch;
     Send(std::move(m));
   }
-  Event e;
-  e.kind = EventKind::kTimer;
-  e.at = now_ + PeerTimeout(o_.lease_ttl) + absl::Milliseconds(100);
-  e.node = node;
-  e.shard = s;
-  e.tag = r.round;
-  Schedule(std::move(e));
+  ScheduleTimer(node, s, now_ + PeerTimeout(o_.lease_ttl) + absl::Milliseconds(100), r.round);
   OnBallot(node, s);
 }
 
@@ -719,13 +727,7 @@ void Simulation::FinishElection(uint32_t node, uint32_t s, bool won_ballot) {
   // The epoch's first entry commits within a lease, or the leader gives up.
   r.round = ++rounds_;
   r.start_round = r.round;
-  Event e;
-  e.kind = EventKind::kTimer;
-  e.at = now_ + o_.lease_ttl;
-  e.node = node;
-  e.shard = s;
-  e.tag = r.round;
-  Schedule(std::move(e));
+  ScheduleTimer(node, s, now_ + o_.lease_ttl, r.round);
   touched_.insert(s);
 }
 
@@ -771,12 +773,7 @@ void Simulation::OnTimer(uint32_t node, uint32_t s, uint64_t round) {
 
 void Simulation::OnAppend(const Message& m) {
   Replica& r = nodes_[m.to].shards[m.shard];
-  Message reply;
-  reply.kind = Kind::kAppendReply;
-  reply.from = m.to;
-  reply.to = m.from;
-  reply.shard = m.shard;
-  reply.epoch = m.epoch;
+  Message reply = ReplyTo(m, Kind::kAppendReply);
   reply.prev = m.prev;
   reply.entries = m.entries;
   auto answer = [&](AppendResult result) {
@@ -840,12 +837,7 @@ void Simulation::OnAppendReply(const Message& m) {
 
 void Simulation::OnPromise(const Message& m) {
   Replica& r = nodes_[m.to].shards[m.shard];
-  Message reply;
-  reply.kind = Kind::kPromiseReply;
-  reply.from = m.to;
-  reply.to = m.from;
-  reply.shard = m.shard;
-  reply.epoch = m.epoch;
+  Message reply = ReplyTo(m, Kind::kPromiseReply);
   reply.promised = r.promised;
   reply.last = r.Last();
   if (r.holds && Holds(r.voters, m.to) && m.epoch > r.promised) {
@@ -883,12 +875,7 @@ void Simulation::OnMessage(const Message& m) {
     case Kind::kPromiseReply:
       return OnPromiseReply(m);
     case Kind::kReadLog: {
-      Message reply;
-      reply.kind = Kind::kReadLogReply;
-      reply.from = m.to;
-      reply.to = m.from;
-      reply.shard = m.shard;
-      reply.epoch = m.epoch;
+      Message reply = ReplyTo(m, Kind::kReadLogReply);
       reply.entries = r.log;
       Send(std::move(reply));
       return;
