@@ -339,7 +339,9 @@ void Replicator::CoordinateLoop() {
 absl::Status Replicator::CheckLeading(uint32_t s) {
   Shard& shard = *shards_[s];
   absl::MutexLock lock(&shard.mu);
-  if (shard.leading && shard.serving && LeaseValid()) return absl::OkStatus();
+  if (shard.leading && shard.serving && LeaseValid() && shard.lead_lease == lease_id_.load()) {
+    return absl::OkStatus();
+  }
   if (shard.leader >= 0 && shard.leader != static_cast<int32_t>(options_.self)) {
     return absl::FailedPreconditionError(
         absl::StrCat("shard ", s, " is led by node ", shard.leader, " (", Address(shard.leader),

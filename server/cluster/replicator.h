@@ -258,6 +258,9 @@ class Replicator : public storage::ShardReplicator {
     bool electing ABSL_GUARDED_BY(mu) = false;
     bool serving ABSL_GUARDED_BY(mu) = false;
     uint64_t lead_epoch ABSL_GUARDED_BY(mu) = 0;
+    // The etcd lease its leader key is attached to: it leads only while
+    // that is this node's lease.
+    int64_t lead_lease ABSL_GUARDED_BY(mu) = 0;
     absl::Time leading_since ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();
     uint64_t epoch_start_seq ABSL_GUARDED_BY(mu) = 0;
     uint64_t commit_seq ABSL_GUARDED_BY(mu) = 0;
@@ -395,7 +398,9 @@ class Replicator : public storage::ShardReplicator {
   // after a failover (one shard per call).
   void BalanceLeaders();
   // Stops serving every shard this node leads once its lease may have
-  // ended, so that it neither answers nor keeps followers from electing.
+  // ended, or whose leader key is on a lease other than this node's
+  // current one, so that it neither answers nor keeps followers from
+  // electing.
   void StepDownWithoutLease();
   // Stops leading every shard whose voters have not answered from a
   // majority for a QuorumWindow, and releases its leader key: a leader cut

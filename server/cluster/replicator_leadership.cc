@@ -7,13 +7,19 @@
 namespace dedup::server::cluster {
 
 void Replicator::StepDownWithoutLease() {
-  if (LeaseValid()) return;
+  const bool valid = LeaseValid();
+  const int64_t lease = lease_id_.load();
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
+    if (!shard->leading || shard->electing) continue;
     // Its heartbeats would keep telling the followers that the shard has a
     // leader, and no follower would ever stand for election.
-    if (shard->leading && !shard->electing) {
+    if (!valid) {
       StepDown(shard.get(), "this node could not renew its etcd lease in time");
+    } else if (shard->lead_lease != lease) {
+      // Won under a lease that ended while the election finished: the
+      // leader key went with it, and another replica may stand.
+      StepDown(shard.get(), "its leader key was on an etcd lease that has ended");
     }
   }
 }
@@ -422,6 +428,7 @@ void Replicator::Elect(Shard* shard) {
     abandoned = handing_off_.load() || stopped_.load();
     if (!abandoned) {
       shard->won_at = absl::Now();
+      shard->lead_lease = lease;
       shard->leading = true;
       shard->serving = false;
       shard->lead_epoch = epoch;
