@@ -395,7 +395,7 @@ class Replicator : public storage::ShardReplicator {
   bool HandOffShard(Shard* shard, int32_t to, absl::Time deadline, absl::string_view why);
   // Gives a shard back to its first replica once that one has been up and
   // caught up for a lease, so that leadership spreads over the nodes again
-  // after a failover (one shard per call).
+  // after a failover (a few shards per call).
   void BalanceLeaders();
   // Stops serving every shard this node leads once its lease may have
   // ended, or whose leader key is on a lease other than this node's

@@ -41,6 +41,10 @@ constexpr int kTokenEpochShift = 40;
 // few rounds, even when each election waits on a hung voter.
 constexpr size_t kElectionWorkers = 64;
 
+// Shards a leader gives back to their first replica in one pass of the
+// coordinating loop, at most (BalanceLeaders).
+constexpr size_t kBalancePerPass = 16;
+
 // Entries shipped in one call, at most (one entry always goes), and
 // records in one page of a restore, when the peers' message limits allow.
 constexpr size_t kShipBytes = 1 << 20;
