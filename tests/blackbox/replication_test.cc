@@ -86,11 +86,18 @@ TEST_F(ReplicationTest, LeaderCrashUnderLoadLosesNoCompletionAndChargesEveryPaym
 }
 
 // SIGSTOP freezes the leader of the most shards with its sockets open for
-// longer than its lease; the others elect new leaders; then it wakes up
-// believing it still leads. It must not answer as a leader any more: no
-// payment is charged twice and the history holds.
-TEST_F(ReplicationTest, PausedLeaderWakesFencedAndNoPaymentIsChargedTwice) {
-  ASSERT_NO_FATAL_FAILURE(StartCluster());
+// 30 s, at the shard count and lease a new cluster has (1,024 shards, 3 s):
+// a hung node, unlike a dead one, refuses no connection, and every call to
+// it waits out its deadline. The live nodes must lead every one of its
+// shards again; then it wakes up believing it still leads, and must not
+// answer as a leader any more: no payment is charged twice, every
+// acknowledged completion reads back, and the history holds. (How long
+// the shards wait is measured by bench/failover, not held to here.)
+TEST_F(ReplicationTest, HungLeaderAtTheDefaultShardCountIsReplacedAndWakesFenced) {
+  ReplicatedClusterOptions options;
+  options.shards = 1024;
+  options.leader_lease = absl::Seconds(3);
+  ASSERT_NO_FATAL_FAILURE(StartCluster(options));
   LeaderWatch watch(cluster_.get());
   FieldLoad load(client_.get(), Payments("pause"));
   ASSERT_NO_FATAL_FAILURE(AwaitProgress(200));
@@ -104,10 +111,9 @@ TEST_F(ReplicationTest, PausedLeaderWakesFencedAndNoPaymentIsChargedTwice) {
   // A paused node answers nothing, so every shard led means new leaders.
   auto after = cluster_->WaitForAllShardsLed(kFailover);
   ASSERT_TRUE(after.ok()) << after.status();
-  std::cout << "new leaders: " << Describe(*after) << "\n";
-  // Longer than the lease, whatever the election took.
-  absl::SleepFor(std::max(absl::ZeroDuration(), paused_at + cluster_->options().leader_lease +
-                                                    absl::Seconds(1) - absl::Now()));
+  std::cout << "every shard led again " << absl::FormatDuration(absl::Now() - paused_at)
+            << " after the pause: " << Describe(*after) << "\n";
+  absl::SleepFor(std::max(absl::ZeroDuration(), paused_at + absl::Seconds(30) - absl::Now()));
   cluster_->ResumeNode(victim);
   std::cout << "SIGCONT node " << victim << " after "
             << absl::FormatDuration(absl::Now() - paused_at) << "\n";
@@ -116,6 +122,9 @@ TEST_F(ReplicationTest, PausedLeaderWakesFencedAndNoPaymentIsChargedTwice) {
 
   const std::vector<examples::PipelineReport> reports = load.Finish();
   PrintLeaderlessTimes(watch);
+  // Calls already waiting on the hung node when it stopped wait out their
+  // deadline there (the client has no deadline per attempt): they fail,
+  // and their payments are not charged. None may be charged twice.
   for (size_t round = 0; round < reports.size(); ++round) {
     const examples::PipelineReport& r = reports[round];
     std::cout << "round " << round + 1 << ": " << Summary(r) << "\n";
