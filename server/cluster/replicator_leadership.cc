@@ -31,11 +31,11 @@ void Replicator::StepDownWithoutMajority() {
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     if (!shard->leading || !shard->serving || now - shard->leading_since < window) continue;
-    const bool answered = core::MajorityAnswered(shard->voters, options_.self, [&](uint32_t node) {
+    auto heard = [&](uint32_t node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) {
       auto it = shard->peers.find(node);
       return it != shard->peers.end() && now - it->second.last_heard <= window;
-    });
-    if (answered) continue;
+    };
+    if (core::MajorityAnswered(shard->voters, options_.self, heard)) continue;
     released.push_back({shard->index, shard->lead_epoch});
     StepDown(shard.get(), "no majority of its voters has answered for a while");
     // It could not commit; the voters it cannot reach elect meanwhile.

@@ -419,8 +419,8 @@ void Replicator::AdvanceCommit(Shard* shard) {
   // less than a majority of voters does, and an entry acknowledged by it
   // alone would not survive the loss of this leader.
   const uint64_t last = log_->Last(shard->index).seq;
-  const uint64_t majority_holds =
-      core::MajorityHolds(shard->voters, [&](uint32_t node) -> uint64_t {
+  const uint64_t majority_holds = core::MajorityHolds(
+      shard->voters, [&](uint32_t node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) -> uint64_t {
         if (node == options_.self) return last;
         auto it = shard->peers.find(node);
         return it == shard->peers.end() ? 0 : it->second.match_seq;
