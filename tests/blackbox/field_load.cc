@@ -97,11 +97,12 @@ std::string FirstLines(const std::vector<std::string>& lines, size_t n) {
   return text;
 }
 
-void FieldExperimentTest::StartCluster(ReplicatedClusterOptions options, int client_nodes) {
+void FieldExperimentTest::StartCluster(ReplicatedClusterOptions options, int client_nodes,
+                                       absl::Duration first_election) {
   auto cluster = ReplicatedCluster::Start(dir_.path(), options);
   ASSERT_TRUE(cluster.ok()) << "the replicated cluster did not start: " << cluster.status();
   cluster_ = std::move(*cluster);
-  auto leaders = cluster_->WaitForAllShardsLed(kFirstElection);
+  auto leaders = cluster_->WaitForAllShardsLed(first_election);
   ASSERT_TRUE(leaders.ok()) << leaders.status();
   std::cout << "leaders: " << Describe(*leaders) << "\n";
   client::ClientOptions client_options;

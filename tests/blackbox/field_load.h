@@ -98,7 +98,9 @@ class FieldExperimentTest : public ::testing::Test {
  protected:
   // Starts etcd and the nodes, waits for every shard's first leader and
   // connects a client to the first `client_nodes` nodes (0: every node).
-  void StartCluster(ReplicatedClusterOptions options = {}, int client_nodes = 0);
+  // Waits up to `first_election` for every shard to be led.
+  void StartCluster(ReplicatedClusterOptions options = {}, int client_nodes = 0,
+                    absl::Duration first_election = kFirstElection);
 
   // One round of the field experiment, every guard run recorded.
   examples::PipelineOptions Payments(const std::string& run_id, int payments = 2000);

@@ -97,7 +97,9 @@ TEST_F(ReplicationTest, HungLeaderAtTheDefaultShardCountIsReplacedAndWakesFenced
   ReplicatedClusterOptions options;
   options.shards = 1024;
   options.leader_lease = absl::Seconds(3);
-  ASSERT_NO_FATAL_FAILURE(StartCluster(options));
+  // A new cluster's first nodes up lead shards whose first replica is not
+  // up yet, and hand them back over the first seconds.
+  ASSERT_NO_FATAL_FAILURE(StartCluster(options, 0, absl::Seconds(90)));
   LeaderWatch watch(cluster_.get());
   FieldLoad load(client_.get(), Payments("pause"));
   ASSERT_NO_FATAL_FAILURE(AwaitProgress(200));
