@@ -502,6 +502,11 @@ std::vector<ShardView> Replicator::Views() {
   return views;
 }
 
+void Replicator::HeardFrom(uint32_t peer) {
+  absl::MutexLock lock(&heard_mu_);
+  heard_[peer] = absl::Now();
+}
+
 void Replicator::CountShipped(uint32_t peer, size_t entries) {
   absl::MutexLock lock(&shipped_mu_);
   ShipCounters& counters = shipped_[peer];

@@ -373,6 +373,8 @@ class Replicator : public storage::ShardReplicator {
   void KickShippers();
   // Counts one call to `peer` carrying `entries` log entries.
   void CountShipped(uint32_t peer, size_t entries);
+  // Notes that `peer` answered a replication call of this node's.
+  void HeardFrom(uint32_t peer);
   void ReadLeadership();
   void Elect(Shard* shard);
   absl::Status CatchUpFrom(Shard* shard, uint32_t node, storage::LogPosition target,
@@ -446,6 +448,13 @@ class Replicator : public storage::ShardReplicator {
   std::atomic<uint64_t> leader_changes_{0};
   std::atomic<uint64_t> fenced_appends_{0};
   std::atomic<uint64_t> elections_lost_{0};
+  // When each peer last answered a replication call of this node's, for
+  // any shard: a peer that answers is reachable, even while some of its
+  // shards wait their turn in the shipping budget or for a re-seed's
+  // pages (StepDownWithoutMajority). Taken after a shard's lock, never
+  // before.
+  absl::Mutex heard_mu_;
+  std::map<uint32_t, absl::Time> heard_ ABSL_GUARDED_BY(heard_mu_);
   mutable absl::Mutex shipped_mu_;
   std::map<uint32_t, ShipCounters> shipped_ ABSL_GUARDED_BY(shipped_mu_);
 

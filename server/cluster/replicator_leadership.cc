@@ -27,14 +27,21 @@ void Replicator::StepDownWithoutLease() {
 void Replicator::StepDownWithoutMajority() {
   const absl::Time now = absl::Now();
   const absl::Duration window = core::QuorumWindow(options_.lease_ttl);
+  // Whether a peer answers at all, not per shard: a shard whose appends
+  // wait behind others' in the shipping budget, or a voter busy taking a
+  // re-seed's pages, must not make a reachable leader give up.
+  std::set<uint32_t> answering;
+  {
+    absl::MutexLock lock(&heard_mu_);
+    for (const auto& [peer, at] : heard_) {
+      if (now - at <= window) answering.insert(peer);
+    }
+  }
+  auto heard = [&](uint32_t node) { return answering.count(node) > 0; };
   std::vector<std::pair<uint32_t, uint64_t>> released;
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     if (!shard->leading || !shard->serving || now - shard->leading_since < window) continue;
-    auto heard = [&](uint32_t node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) {
-      auto it = shard->peers.find(node);
-      return it != shard->peers.end() && now - it->second.last_heard <= window;
-    };
     if (core::MajorityAnswered(shard->voters, options_.self, heard)) continue;
     released.push_back({shard->index, shard->lead_epoch});
     StepDown(shard.get(), "no majority of its voters has answered for a while");

@@ -134,6 +134,7 @@ bool Replicator::TakeAppendResult(const Outgoing& sent, uint32_t peer, grpc::Sta
   if (!shard->leading || shard->lead_epoch != sent.epoch) return false;
   if (!shard->peers.count(peer)) return false;  // No longer placed.
   Peer& p = shard->peers[peer];
+  if (status.ok()) HeardFrom(peer);
   if (status.ok() && response.result() == rv1::AppendResponse::NOT_REPLICA) {
     // It has not seen the placement that adds it yet: again at the next
     // heartbeat.
@@ -591,6 +592,7 @@ absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
     grpc::Status status = stub->Restore(&context, request, &response);
     if (!status.ok()) return absl::UnavailableError(status.error_message());
+    HeardFrom(peer);
     if (!response.accepted()) return absl::FailedPreconditionError(response.reason());
     {
       absl::MutexLock lock(&shard->mu);

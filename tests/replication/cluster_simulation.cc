@@ -125,6 +125,8 @@ struct Node {
   uint32_t elections_running = 0;
   uint32_t scan_cursor = 0;  // The serial election thread's place.
   uint64_t incarnation = 0;  // Ticks of an earlier life are ignored.
+  // When each peer last answered an append of this node's, for any shard.
+  std::map<uint32_t, Time> heard;
   std::vector<Replica> shards;
 };
 
@@ -486,9 +488,10 @@ void Simulation::CheckQuorum(uint32_t node, uint32_t s) {
   if (!o_.leader_checks_quorum || !r.leading || !r.serving) return;
   const Time window = core::QuorumWindow(o_.lease_ttl);
   if (now_ - r.won_at < window) return;
+  const std::map<uint32_t, Time>& heard = nodes_[node].heard;
   const bool answered = core::MajorityAnswered(r.voters, node, [&](uint32_t voter) {
-    auto it = r.peers.find(voter);
-    return it != r.peers.end() && now_ - it->second.last_heard <= window;
+    auto it = heard.find(voter);
+    return it != heard.end() && now_ - it->second <= window;
   });
   if (answered) return;
   const uint64_t epoch = r.lead_epoch;
@@ -806,6 +809,7 @@ void Simulation::OnAppend(const Message& m) {
 }
 
 void Simulation::OnAppendReply(const Message& m) {
+  nodes_[m.to].heard[m.from] = now_;
   Replica& r = nodes_[m.to].shards[m.shard];
   if (!r.leading || r.lead_epoch != m.epoch || !r.peers.count(m.from)) return;
   Peer& p = r.peers[m.from];
