@@ -124,6 +124,16 @@ rv1::PromiseResponse Replicator::HandlePromise(const rv1::PromiseRequest& reques
     ToProto(log_->Last(s), response.mutable_last());
     return response;
   }
+  if ((shard.leading || shard.electing) && LeaseValid()) {
+    // The candidate read etcd before this node won the shard: a promise
+    // now would fence a leader that is alive and starting its epoch, and
+    // two live replicas would take the shard from each other in turn.
+    // While this node leads, its leader key keeps every other replica
+    // from standing; a leader that cannot commit gives the key up.
+    response.set_reason("this replica leads the shard");
+    ToProto(log_->Last(s), response.mutable_last());
+    return response;
+  }
   absl::StatusOr<LogPosition> promised = log_->Promise(s, request.epoch());
   if (!promised.ok()) {
     response.set_reason(std::string(promised.status().message()));

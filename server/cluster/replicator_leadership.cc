@@ -217,7 +217,7 @@ void Replicator::ElectionLoop() {
       // its target at once.
       const auto rank = std::find(shard->voters.begin(), shard->voters.end(), options_.self) -
                         shard->voters.begin();
-      absl::Duration wait = tick * 2 * rank;
+      absl::Duration wait = core::ElectionWait(rank, options_.lease_ttl);
       if (shard->handoff_to == static_cast<int32_t>(options_.self)) {
         wait = absl::ZeroDuration();
       } else if (shard->handoff_to >= 0) {
@@ -276,6 +276,13 @@ void Replicator::ElectionWorker() {
 
 void Replicator::Elect(Shard* shard) {
   if (handing_off_.load()) return;
+  {
+    // Queued a while ago: since then this replica may have promised
+    // another candidate (which pushes next_election out) or learned of a
+    // leader. Standing now would fence that candidate.
+    absl::MutexLock lock(&shard->mu);
+    if (absl::Now() < shard->next_election || shard->leader >= 0 || shard->leading) return;
+  }
   const uint32_t s = shard->index;
   const std::string shard_key = Key(absl::StrCat("shards/", s));
   const std::string leader_key = Key(absl::StrCat("leader/", s));

@@ -6,6 +6,7 @@
 // simulation of it waits for alike.
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/time/time.h"
 
@@ -34,6 +35,17 @@ inline absl::Duration TrustedLease(absl::Duration ttl) {
 // that can commit: three calls' deadlines, and at least two ticks.
 inline absl::Duration QuorumWindow(absl::Duration ttl) {
   return std::max(PeerTimeout(ttl) * 3, Tick(ttl) * 2);
+}
+
+// How long the voter of rank `rank` among a shard's voters (0: the first)
+// waits, once the shard has no leader, before it stands: the first at
+// once, the second two ticks later, and each further one half a lease
+// after that. The second voter has to win a third of a failed node's
+// shards at once; a third that stood while it still did would fence its
+// elections and lose its own, shard after shard.
+inline absl::Duration ElectionWait(int64_t rank, absl::Duration ttl) {
+  if (rank <= 0) return absl::ZeroDuration();
+  return Tick(ttl) * 2 + (ttl / 2) * (rank - 1);
 }
 
 }  // namespace dedup::server::replication

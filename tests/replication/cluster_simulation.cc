@@ -583,7 +583,7 @@ bool Simulation::MayStand(uint32_t node, uint32_t s) const {
     return false;
   }
   const auto rank = std::find(r.voters.begin(), r.voters.end(), node) - r.voters.begin();
-  Time wait = tick_ * 2 * rank;
+  Time wait = core::ElectionWait(rank, o_.lease_ttl);
   if (r.handoff == static_cast<int32_t>(node)) {
     wait = absl::ZeroDuration();
   } else if (r.handoff >= 0) {
@@ -844,7 +844,10 @@ void Simulation::OnPromise(const Message& m) {
   Message reply = ReplyTo(m, Kind::kPromiseReply);
   reply.promised = r.promised;
   reply.last = r.Last();
-  if (r.holds && Holds(r.voters, m.to) && m.epoch > r.promised) {
+  // A leader (with its lease) refuses: the candidate read etcd before it
+  // won, and a promise would fence a live leader starting its epoch.
+  const bool leads = r.leading && LeaseValid(m.to);
+  if (r.holds && Holds(r.voters, m.to) && m.epoch > r.promised && !leads) {
     r.promised = m.epoch;
     if (r.leading && m.epoch > r.lead_epoch) {
       StepDown(m.to, m.shard, absl::StrCat("promised epoch ", m.epoch, " to node ", m.from));
