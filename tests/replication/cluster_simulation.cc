@@ -143,15 +143,20 @@ struct Event {
   bool operator>(const Event& o) const { return at != o.at ? at > o.at : order > o.order; }
 };
 
+// A request of `kind` from `from` to `to` about shard `s` at `epoch`.
+Message Request(Kind kind, uint32_t from, uint32_t to, uint32_t s, uint64_t epoch) {
+  Message m;
+  m.kind = kind;
+  m.from = from;
+  m.to = to;
+  m.shard = s;
+  m.epoch = epoch;
+  return m;
+}
+
 // An answer to `m`, from its addressee, for the same shard and epoch.
 Message ReplyTo(const Message& m, Kind kind) {
-  Message reply;
-  reply.kind = kind;
-  reply.from = m.to;
-  reply.to = m.from;
-  reply.shard = m.shard;
-  reply.epoch = m.epoch;
-  return reply;
+  return Request(kind, m.to, m.from, m.shard, m.epoch);
 }
 
 class Simulation {
@@ -423,12 +428,7 @@ void Simulation::Ship(uint32_t node, uint32_t s, uint32_t peer, bool heartbeat) 
   if (p.sent_at > -kNever && now_ - p.sent_at < timeout && !heartbeat) return;
   const uint64_t last = r.log.size();
   if (!heartbeat && p.next > last) return;
-  Message m;
-  m.kind = Kind::kAppend;
-  m.from = node;
-  m.to = peer;
-  m.shard = s;
-  m.epoch = r.lead_epoch;
+  Message m = Request(Kind::kAppend, node, peer, s, r.lead_epoch);
   p.next = std::min<uint64_t>(p.next, last + 1);
   m.prev = {r.EpochAt(p.next - 1), p.next - 1};
   for (uint64_t seq = p.next; seq <= last && m.entries.size() < kShipEntries; ++seq) {
@@ -640,13 +640,7 @@ void Simulation::AskPromises(uint32_t node, uint32_t s) {
   Trace(absl::StrCat("node ", node, " stands for shard ", s, " epoch ", r.elect_epoch));
   for (uint32_t voter : k.voters) {
     if (voter == node) continue;
-    Message m;
-    m.kind = Kind::kPromise;
-    m.from = node;
-    m.to = voter;
-    m.shard = s;
-    m.epoch = r.elect_epoch;
-    Send(std::move(m));
+    Send(Request(Kind::kPromise, node, voter, s, r.elect_epoch));
   }
   ScheduleTimer(node, s, now_ + PeerTimeout(o_.lease_ttl) + absl::Milliseconds(100), r.round);
   OnBallot(node, s);
@@ -662,13 +656,7 @@ void Simulation::OnBallot(uint32_t node, uint32_t s) {
       return;
     }
     r.phase = Phase::kCatchUp;
-    Message m;
-    m.kind = Kind::kReadLog;
-    m.from = node;
-    m.to = r.ballot->best_node();
-    m.shard = s;
-    m.epoch = r.elect_epoch;
-    Send(std::move(m));
+    Send(Request(Kind::kReadLog, node, r.ballot->best_node(), s, r.elect_epoch));
     return;
   }
   if (outcome == Ballot::Outcome::kLost && !o_.ballot_waits_for_all) {
