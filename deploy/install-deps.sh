@@ -21,7 +21,8 @@ build_packages=(
 # coordination tests, and libFuzzer for the fuzz harnesses (tests/fuzz/,
 # deploy/build-fuzzers.sh).
 test_packages=(python3 python3-grpcio python3-protobuf python3-yaml procps prometheus
-  clang clang-format etcd-server libfuzzer-14-dev)
+  clang clang-format etcd-server libfuzzer-14-dev
+  iproute2 nftables)
 # What the dedupd binary links at run time (RocksDB is linked statically).
 runtime_packages=(
   libabsl20220623 libc-ares2 libfmt9 libgrpc++1.51 libgrpc29 liblz4-1
