@@ -24,6 +24,7 @@
 #include "absl/strings/strip.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "tests/blackbox/network_lab.h"
 
 extern char** environ;
 
@@ -96,9 +97,12 @@ std::string ReadFile(const std::string& path) {
 }
 
 absl::StatusOr<std::unique_ptr<DedupdProcess>> DedupdProcess::Spawn(
-    const std::vector<std::string>& flags, const std::string& log_path) {
+    const std::vector<std::string>& flags, const std::string& log_path,
+    const std::string& network_namespace) {
   const char* binary = getenv("DEDUPD_BINARY");
-  std::vector<std::string> args = {binary != nullptr && *binary != '\0' ? binary : DEDUPD_PATH};
+  std::vector<std::string> args;
+  if (!network_namespace.empty()) args = {IpCommand(), "netns", "exec", network_namespace};
+  args.push_back(binary != nullptr && *binary != '\0' ? binary : DEDUPD_PATH);
   args.insert(args.end(), flags.begin(), flags.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());

@@ -48,9 +48,11 @@ class DedupdProcess {
   // Starts the dedupd under test with `flags`, writing its output to
   // `log_path`. Fails only when the process cannot be started. The binary
   // is $DEDUPD_BINARY when set (to test another build), else the one built
-  // with the tests (DEDUPD_PATH).
-  static absl::StatusOr<std::unique_ptr<DedupdProcess>> Spawn(const std::vector<std::string>& flags,
-                                                              const std::string& log_path);
+  // with the tests (DEDUPD_PATH). With `network_namespace`, it runs inside
+  // that namespace (`ip netns exec`, which keeps the process id).
+  static absl::StatusOr<std::unique_ptr<DedupdProcess>> Spawn(
+      const std::vector<std::string>& flags, const std::string& log_path,
+      const std::string& network_namespace = "");
 
   ~DedupdProcess();
 

@@ -24,6 +24,8 @@ namespace {
 
 constexpr absl::Duration kStartTimeout = absl::Seconds(30);
 constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
+// Every node's port in a NetworkLab.
+constexpr int kLabPort = 7100;
 
 // A channel that reconnects within ~100 ms of a node's return: gRPC's
 // default backoff would wait out seconds after each restart.
@@ -55,12 +57,25 @@ absl::StatusOr<std::unique_ptr<ReplicatedCluster>> ReplicatedCluster::Start(
   if (options.replication_factor > 0) {
     std::filesystem::create_directories(work_dir + "/etcd");
     absl::StatusOr<std::unique_ptr<test::EtcdProcess>> etcd =
-        test::EtcdProcess::Start(work_dir + "/etcd");
+        test::EtcdProcess::Start(work_dir + "/etcd", nullptr,
+                                 options.network != nullptr ? NetworkLab::EtcdHost() : "127.0.0.1");
     if (!etcd.ok()) return etcd.status();
     cluster->etcd_ = std::move(*etcd);
   }
-  for (int port : FreePorts(options.nodes)) {
-    const std::string address = absl::StrCat("127.0.0.1:", port);
+  if (options.network != nullptr && options.network->nodes() < options.nodes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the network lab has room for ", options.network->nodes(), " nodes, not ", options.nodes));
+  }
+  std::vector<std::string> addresses;
+  if (options.network != nullptr) {
+    // Each node has an address of its own, so they can share a port.
+    for (int node = 0; node < options.nodes; ++node) {
+      addresses.push_back(absl::StrCat(options.network->NodeHost(node), ":", kLabPort));
+    }
+  } else {
+    for (int port : FreePorts(options.nodes)) addresses.push_back(absl::StrCat("127.0.0.1:", port));
+  }
+  for (const std::string& address : addresses) {
     cluster->addresses_.push_back(address);
     cluster->stubs_.push_back(QuickReconnectStub(address));
   }
@@ -99,6 +114,9 @@ std::vector<std::string> ReplicatedCluster::FlagsOf(int node) const {
       "--durability=" + options_.durability,
       "--cluster_nodes=" + Endpoints(std::max(initial_nodes(), node + 1)),
       absl::StrCat("--node_index=", node)};
+  // A lab's addresses are not loopback ones; nothing outside the lab can
+  // reach them.
+  if (options_.network != nullptr) flags.push_back("--insecure");
   if (options_.shards > 0) flags.push_back(absl::StrCat("--shards=", options_.shards));
   if (options_.replication_factor > 0) {
     flags.insert(flags.end(), {absl::StrCat("--replication_factor=", options_.replication_factor),
@@ -120,8 +138,9 @@ absl::Status ReplicatedCluster::StartNodes(const std::vector<int>& nodes) {
       return absl::FailedPreconditionError(absl::StrCat("node ", node, " is already running"));
     }
     n.log_path = absl::StrCat(work_dir_, "/node-", node, "-run-", ++n.runs, ".log");
-    absl::StatusOr<std::unique_ptr<DedupdProcess>> process =
-        DedupdProcess::Spawn(FlagsOf(node), n.log_path);
+    absl::StatusOr<std::unique_ptr<DedupdProcess>> process = DedupdProcess::Spawn(
+        FlagsOf(node), n.log_path,
+        options_.network != nullptr ? options_.network->NodeNamespace(node) : "");
     if (!process.ok()) return process.status();
     n.process = std::move(*process);
     n.paused = false;

@@ -1,7 +1,7 @@
 #ifndef DEDUP_TESTS_BLACKBOX_REPLICATED_CLUSTER_H_
 #define DEDUP_TESTS_BLACKBOX_REPLICATED_CLUSTER_H_
 
-// A replicated dedupd cluster on 127.0.0.1 for black-box tests
+// A replicated dedupd cluster on 127.0.0.1 (or in a NetworkLab) for black-box tests
 // (docs/replication.md): a single-member etcd and N dedupd binaries, each
 // on an address fixed before any starts (every node must know every
 // other's), with its own data directory under the test's work directory.
@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "dedup/v1/dedup.grpc.pb.h"
 #include "tests/blackbox/dedupd_process.h"
+#include "tests/blackbox/network_lab.h"
 #include "tests/blackbox/shard_leaders.h"
 #include "tests/common/etcd_process.h"
 
@@ -54,6 +55,11 @@ struct ReplicatedClusterOptions {
   std::vector<std::string> extra_flags;
   // Added to one node's command line after those: node -> flags.
   std::map<int, std::vector<std::string>> node_flags;
+  // Runs each node in its own network namespace of this lab, and etcd in
+  // the lab's hub, where the test process must already be
+  // (NetworkLab::EnterHub); null: everything on 127.0.0.1. The lab must
+  // have a namespace for every node and outlive the cluster.
+  const NetworkLab* network = nullptr;
 };
 
 // Not thread-safe, except where a method says so: drive the nodes from the

@@ -66,21 +66,24 @@ bool AnswersARead(const std::string& endpoint,
 
 }  // namespace
 
-EtcdProcess::EtcdProcess(std::string dir, int client_port, int peer_port, const EtcdTlsFiles* tls)
+EtcdProcess::EtcdProcess(std::string dir, std::string host, int client_port, int peer_port,
+                         const EtcdTlsFiles* tls)
     : dir_(std::move(dir)),
+      host_(std::move(host)),
       client_port_(client_port),
       peer_port_(peer_port),
       tls_(tls != nullptr ? std::optional<EtcdTlsFiles>(*tls) : std::nullopt),
-      endpoint_(absl::StrCat("127.0.0.1:", client_port)),
+      endpoint_(absl::StrCat(host_, ":", client_port)),
       log_path_(dir_ + "/etcd.log") {}
 
 absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::string& dir,
-                                                                const EtcdTlsFiles* tls) {
+                                                                const EtcdTlsFiles* tls,
+                                                                const std::string& host) {
   absl::StatusOr<int> client_port = FreePort();
   absl::StatusOr<int> peer_port = FreePort();
   if (!client_port.ok()) return client_port.status();
   if (!peer_port.ok()) return peer_port.status();
-  std::unique_ptr<EtcdProcess> etcd(new EtcdProcess(dir, *client_port, *peer_port, tls));
+  std::unique_ptr<EtcdProcess> etcd(new EtcdProcess(dir, host, *client_port, *peer_port, tls));
   if (absl::Status launched = etcd->Launch(); !launched.ok()) return launched;
   return etcd;
 }
@@ -92,8 +95,8 @@ absl::Status EtcdProcess::Restart() {
 
 absl::Status EtcdProcess::Launch() {
   const std::string client_url =
-      absl::StrCat(tls_.has_value() ? "https" : "http", "://127.0.0.1:", client_port_);
-  const std::string peer_url = absl::StrCat("http://127.0.0.1:", peer_port_);
+      absl::StrCat(tls_.has_value() ? "https" : "http", "://", endpoint_);
+  const std::string peer_url = absl::StrCat("http://", host_, ":", peer_port_);
   // On a restart etcd finds its member in the data directory and ignores
   // the --initial-* flags.
   std::vector<std::string> args = {ETCD_PATH,

@@ -2,9 +2,9 @@
 #define DEDUP_TESTS_COMMON_ETCD_PROCESS_H_
 
 // A single-member etcd (Debian's etcd-server) for tests: client and peer
-// URLs on 127.0.0.1 at ports free when it starts, data in the test's temp
-// directory, stopped by its process id. Shared by the tests of the etcd
-// client (tests/server) and of replicated clusters (tests/blackbox).
+// URLs on 127.0.0.1 (or a test network's address) at ports free when it starts, data in the test's
+// temp directory, stopped by its process id. Shared by the tests of the etcd client (tests/server)
+// and of replicated clusters (tests/blackbox).
 
 #include <sys/types.h>
 
@@ -30,9 +30,12 @@ class EtcdProcess {
  public:
   // Starts etcd (ETCD_PATH, found at configure time) with its data under
   // `dir` and returns once it answers a read, waiting at most ~20 s; with
-  // `tls`, its client API requires mutual TLS. Errors carry etcd's log.
+  // `tls`, its client API requires mutual TLS. It listens on `host`, an
+  // address of the network namespace it starts in (the caller's). Errors
+  // carry etcd's log.
   static absl::StatusOr<std::unique_ptr<EtcdProcess>> Start(const std::string& dir,
-                                                            const EtcdTlsFiles* tls = nullptr);
+                                                            const EtcdTlsFiles* tls = nullptr,
+                                                            const std::string& host = "127.0.0.1");
 
   // SIGKILLs etcd if it is still running.
   ~EtcdProcess();
@@ -54,13 +57,15 @@ class EtcdProcess {
   std::string Log() const;
 
  private:
-  EtcdProcess(std::string dir, int client_port, int peer_port, const EtcdTlsFiles* tls);
+  EtcdProcess(std::string dir, std::string host, int client_port, int peer_port,
+              const EtcdTlsFiles* tls);
 
   // Spawns etcd and waits until it answers.
   absl::Status Launch();
 
   // Constant after construction.
   const std::string dir_;
+  const std::string host_;
   const int client_port_;
   const int peer_port_;
   const std::optional<EtcdTlsFiles> tls_;
