@@ -1,0 +1,208 @@
+// Network faults between real dedupd processes (docs/replication.md §3):
+// each node in a network namespace of its own, on a bridge the test makes
+// (network_lab.h), at the shard count and lease a new cluster has (1,024
+// shards, 3 s), under the field experiment (field_load.h). A cut made with
+// nftables, unlike a signal, leaves each process running and its
+// connections open: packets just stop arriving, in one direction or both,
+// to some peers and not others, or a few at random.
+//
+// What each test holds the cluster to, whatever the fault:
+//  - no payment is charged twice, and every acknowledged completion reads
+//    back with its result;
+//  - the history of every call keeps the promises of
+//    tests/common/history_checker.h;
+//  - no two nodes lead one shard at one epoch;
+//  - a node that can no longer lead its shards gives them up, and every
+//    one is led by another node while the fault lasts.
+// How long that takes, and the longest call, are printed, not held to
+// (bench/failover measures failover; these tests are about what happens).
+#include <algorithm>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/examples/payment_pipeline.h"
+#include "dedup/client/clock.h"
+#include "gtest/gtest.h"
+#include "tests/blackbox/field_load.h"
+#include "tests/blackbox/leader_watch.h"
+#include "tests/blackbox/network_lab.h"
+#include "tests/blackbox/pipeline_history.h"
+#include "tests/blackbox/replicated_cluster.h"
+
+namespace dedup::blackbox {
+namespace {
+
+// How long each cut lasts: well past the time its shards need to be led
+// elsewhere, so that the cut-off node also meets what comes after.
+constexpr absl::Duration kCut = absl::Seconds(10);
+
+class PartitionTest : public FieldExperimentTest {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<NetworkLab>> lab = NetworkLab::Create(3);
+    ASSERT_TRUE(lab.ok()) << "these tests make network namespaces, which needs root, iproute2 "
+                             "and nftables (deploy/install-deps.sh): "
+                          << lab.status();
+    lab_ = std::move(*lab);
+    // Before the first gRPC channel starts any thread.
+    const absl::Status entered = lab_->EnterHub();
+    ASSERT_TRUE(entered.ok()) << entered;
+  }
+
+  // The client and the cluster's processes go before the namespaces they
+  // live in.
+  void TearDown() override {
+    client_.reset();
+    cluster_.reset();
+  }
+
+  void StartLabCluster() {
+    ReplicatedClusterOptions options;
+    options.shards = 1024;
+    options.leader_lease = absl::Seconds(3);
+    options.network = lab_.get();
+    // A new cluster's first nodes up lead shards whose first replica is
+    // not up yet, and hand them back over the first seconds.
+    ASSERT_NO_FATAL_FAILURE(StartCluster(options, 0, absl::Seconds(90)));
+  }
+
+  // Waits until every shard is led by a node other than `node`, and
+  // returns how long that took from `since`.
+  absl::Duration AwaitEveryShardLedWithout(int node, absl::Time since) {
+    const absl::Time give_up = absl::Now() + kFailover;
+    std::vector<Leadership> leaders;
+    for (;;) {
+      leaders = cluster_->Leaders();
+      const bool done = std::all_of(leaders.begin(), leaders.end(), [&](const Leadership& l) {
+        return l.node >= 0 && l.node != node;
+      });
+      if (done) break;
+      if (absl::Now() > give_up) {
+        ADD_FAILURE() << "node " << node << " still leads shards, or some have no leader, "
+                      << absl::FormatDuration(absl::Now() - since)
+                      << " into the fault: " << Describe(leaders) << "\n"
+                      << cluster_->OutputTails();
+        return absl::Now() - since;
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    const absl::Duration took = absl::Now() - since;
+    std::cout << "every shard led by another node than " << node << " "
+              << absl::FormatDuration(took) << " into the fault\n";
+    return took;
+  }
+
+  // The longest call sent between `from` and `to`, and the 99th percentile.
+  void PrintCalls(const std::string& what, client::SteadyTime from, client::SteadyTime to) {
+    std::vector<absl::Duration> calls = history_.Latencies(from, to);
+    std::cout << what << ": " << calls.size() << " calls, p99 "
+              << absl::FormatDuration(Percentile(calls, 0.99)) << ", longest "
+              << absl::FormatDuration(Percentile(calls, 1.0)) << "\n";
+  }
+
+  client::SteadyTime SteadyNow() const { return client_->clock().SteadyNow(); }
+
+  std::unique_ptr<NetworkLab> lab_;
+};
+
+// The leader of the most shards loses its peers, three ways in turn, each
+// healed before the next, each on the busiest leader of the moment:
+//  1. cut off from both peers both ways, but not from etcd or the clients:
+//     it keeps its etcd lease, so only its own check that a majority still
+//     answers (docs/replication.md §3) can free its shards;
+//  2. cut off from etcd, but not from its peers or the clients: its etcd
+//     lease runs out, and it must stop leading before anyone else may;
+//  3. its packets to its peers dropped, theirs to it still arriving: it
+//     hears them but can answer nothing.
+// While each cut lasts, every one of its shards must be led by another
+// node; after each heal the cluster must carry on under load.
+TEST_F(PartitionTest, ALeaderCutOffFromItsPeersOrEtcdGivesUpItsShardsAndLosesNothing) {
+  ASSERT_NO_FATAL_FAILURE(StartLabCluster());
+  LeaderWatch watch(cluster_.get());
+  FieldLoad load(client_.get(), Payments("partition"));
+  ASSERT_NO_FATAL_FAILURE(AwaitProgress(200));
+
+  struct Cut {
+    std::string name;
+    std::function<absl::Status(int victim)> make;
+  };
+  const std::vector<int> all = {0, 1, 2};
+  auto peers_of = [&](int victim) {
+    std::vector<int> peers;
+    for (int node : all) {
+      if (node != victim) peers.push_back(node);
+    }
+    return peers;
+  };
+  const std::vector<Cut> cuts = {
+      {"cut off from its peers", [&](int v) { return lab_->CutOff(v, peers_of(v)); }},
+      {"cut off from etcd", [&](int v) { return lab_->CutOffFromEtcd(v); }},
+      {"its packets to its peers dropped",
+       [&](int v) { return lab_->CutOffOutgoing(v, peers_of(v)); }},
+  };
+  for (const Cut& cut : cuts) {
+    SCOPED_TRACE(cut.name);
+    const std::vector<Leadership> leaders = cluster_->Leaders();
+    const int victim = ReplicatedCluster::BusiestLeader(leaders);
+    ASSERT_GE(victim, 0) << Describe(leaders);
+    const int led = static_cast<int>(std::count_if(
+        leaders.begin(), leaders.end(), [&](const Leadership& l) { return l.node == victim; }));
+    std::cout << "node " << victim << ", leading " << led << " shards: " << cut.name << "\n";
+    const client::SteadyTime cut_at = SteadyNow();
+    const absl::Time cut_wall = absl::Now();
+    const absl::Status made = cut.make(victim);
+    ASSERT_TRUE(made.ok()) << made;
+    AwaitEveryShardLedWithout(victim, cut_wall);
+    absl::SleepFor(std::max(absl::ZeroDuration(), cut_wall + kCut - absl::Now()));
+    const absl::Status healed = lab_->Heal(victim);
+    ASSERT_TRUE(healed.ok()) << healed;
+    PrintCalls(absl::StrCat("calls sent during the cut (", cut.name, ")"), cut_at, SteadyNow());
+    ASSERT_FALSE(HasFailure());
+    // Healed, the node catches up and the clients that route to it meet it.
+    const absl::Status caught_up = cluster_->WaitForFullReplication(kCatchUp, kBehindUnderLoad);
+    ASSERT_TRUE(caught_up.ok()) << caught_up;
+    ASSERT_NO_FATAL_FAILURE(AwaitProgress(200));
+  }
+
+  const std::vector<examples::PipelineReport> reports = load.Finish();
+  PrintLeaderlessTimes(watch);
+  // A call already waiting on the victim when its packets stopped waits
+  // out its deadline; its payment may go uncharged. None may be charged
+  // twice.
+  for (size_t round = 0; round < reports.size(); ++round) {
+    const examples::PipelineReport& r = reports[round];
+    std::cout << "round " << round + 1 << ": " << Summary(r) << "\n";
+    EXPECT_LE(r.charges, r.payments) << "round " << round + 1 << ": duplicates got through";
+    EXPECT_EQ(r.double_charged_keys, 0) << "round " << round + 1;
+  }
+  ExpectConsistentHistory();
+}
+
+// Every node drops 5% of the packets it sends, at random, for the whole
+// run: to its peers, to etcd and to the clients. TCP resends them, late;
+// leases, heartbeats and calls must ride that out without losing or
+// doubling anything, and without the shards changing hands for nothing.
+TEST_F(PartitionTest, FivePercentPacketLossOnEveryNodeLosesNothing) {
+  ASSERT_NO_FATAL_FAILURE(StartLabCluster());
+  for (int node = 0; node < 3; ++node) {
+    const absl::Status lossy = lab_->Lose(node, 5);
+    ASSERT_TRUE(lossy.ok()) << lossy;
+  }
+  LeaderWatch watch(cluster_.get());
+  const client::SteadyTime start = SteadyNow();
+  FieldLoad load(client_.get(), Payments("loss"));
+  ASSERT_NO_FATAL_FAILURE(AwaitProgress(1500, absl::Seconds(120)));
+  const std::vector<examples::PipelineReport> reports = load.Finish();
+  PrintCalls("calls under 5% loss", start, SteadyNow());
+  PrintLeaderlessTimes(watch);
+  ExpectEveryPaymentChargedOnce(reports);
+  ExpectConsistentHistory();
+}
+
+}  // namespace
+}  // namespace dedup::blackbox
