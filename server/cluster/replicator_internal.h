@@ -44,6 +44,9 @@ constexpr size_t kElectionWorkers = 64;
 // Shards a leader gives back to their first replica in one pass of the
 // coordinating loop, at most (BalanceLeaders).
 constexpr size_t kBalancePerPass = 16;
+// Placement keys a new cluster writes per etcd transaction: half of etcd's
+// default limit on a transaction's operations (--max-txn-ops, 128).
+constexpr size_t kPlacementKeysPerTxn = 64;
 
 // Entries shipped in one call, at most (one entry always goes), and
 // records in one page of a restore, when the peers' message limits allow.
