@@ -1,9 +1,12 @@
 #include "tests/blackbox/network_lab.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,8 +19,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 
 extern char** environ;
 
@@ -29,6 +34,10 @@ constexpr char kNetnsDir[] = "/run/netns";
 // Created, and recreated, by every fault; nothing else in a node's
 // namespace has rules.
 constexpr char kFaultTable[] = "inet dedup_fault";
+// Where Delay's proxy listens in a node's namespace, and the firewall mark
+// of its own connections.
+constexpr int kProxyPort = 7300;
+constexpr int kProxyMark = 0x64;
 
 std::string FirstExisting(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
@@ -150,6 +159,11 @@ absl::StatusOr<std::unique_ptr<NetworkLab>> NetworkLab::Create(int nodes) {
 }
 
 NetworkLab::~NetworkLab() {
+  for (pid_t proxy : proxies_) {
+    kill(proxy, SIGKILL);
+    while (waitpid(proxy, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
   const std::string ip = IpCommand();
   for (const std::string& ns : node_namespaces_) (void)Run({ip, "netns", "del", ns});
   (void)Run({ip, "netns", "del", prefix_ + "hub"});
@@ -220,5 +234,63 @@ absl::Status NetworkLab::Lose(int node, int percent) {
 }
 
 absl::Status NetworkLab::Heal(int node) { return SetFault(node, ""); }
+
+absl::Status NetworkLab::Delay(int node, absl::Duration delay) {
+  const std::string host = NodeHost(node);
+  std::vector<std::string> args = {IpCommand(),
+                                   "netns",
+                                   "exec",
+                                   node_namespaces_[node],
+                                   "python3",
+                                   DELAY_PROXY_PATH,
+                                   absl::StrCat("--listen_port=", kProxyPort),
+                                   "--node_host=" + host,
+                                   absl::StrCat("--delay_ms=", absl::ToInt64Milliseconds(delay)),
+                                   absl::StrCat("--mark=", kProxyMark)};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  pid_t pid = 0;
+  const int error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0)
+    return absl::InternalError(absl::StrCat("cannot run ", args[0], ": ", strerror(error)));
+  proxies_.push_back(pid);
+
+  // The proxy listens on every address of the node's namespace; this
+  // process reaches it over the bridge once it does.
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  for (;;) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(kProxyPort);
+    inet_pton(AF_INET, host.c_str(), &address.sin_addr);
+    const bool up = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+    close(fd);
+    if (up) break;
+    if (waitpid(pid, nullptr, WNOHANG) == pid) {
+      proxies_.pop_back();
+      return absl::InternalError("the delay proxy exited before it listened");
+    }
+    if (absl::Now() > give_up) return absl::DeadlineExceededError("the delay proxy did not listen");
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  // Every TCP connection the node opens to the lab, and every one opened
+  // to its port, goes through the proxy, but not the proxy's own.
+  const std::string rules = absl::StrFormat(
+      "table ip dedup_delay {\n"
+      "  chain out { type nat hook output priority -100; policy accept; "
+      "meta mark != %d ip daddr 10.77.0.0/24 ip daddr != %s tcp dport != %d redirect to :%d; }\n"
+      "  chain in { type nat hook prerouting priority -100; policy accept; "
+      "ip daddr %s tcp dport %d redirect to :%d; }\n"
+      "}\n",
+      kProxyMark, host, kProxyPort, kProxyPort, host, kNodePort, kProxyPort);
+  return Run({IpCommand(), "netns", "exec", node_namespaces_[node], NftCommand(), "-f", "-"}, rules)
+      .status();
+}
 
 }  // namespace dedup::blackbox

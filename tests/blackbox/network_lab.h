@@ -18,8 +18,11 @@
 // and no packet ever leaves it. Needs root (CAP_NET_ADMIN and
 // CAP_SYS_ADMIN), `ip` (iproute2) and `nft` (nftables).
 //
-// The kernel may lack netem (sch_netem); delay is then not offered, and
-// loss is made with nftables' random numbers instead.
+// The kernel may lack netem (sch_netem), so loss is made with nftables'
+// random numbers, and delay by a proxy in the node's namespace that
+// nftables sends the node's TCP connections through (delay_proxy.py).
+
+#include <sys/types.h>
 
 #include <memory>
 #include <string>
@@ -27,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace dedup::blackbox {
 
@@ -52,6 +56,9 @@ class NetworkLab {
   // inherit the hub.
   absl::Status EnterHub();
 
+  // The port every node serves on, each at its own address.
+  static constexpr int kNodePort = 7100;
+
   int nodes() const { return static_cast<int>(node_namespaces_.size()); }
   // The address node i listens on, without a port.
   std::string NodeHost(int node) const;
@@ -72,6 +79,12 @@ class NetworkLab {
   absl::Status Lose(int node, int percent);
   absl::Status Heal(int node);
 
+  // Holds back by `delay` every byte `node` sends over TCP, to anyone, for
+  // the rest of the lab's life. Only connections
+  // opened afterwards are delayed, so call it before the node starts.
+  // Heal does not undo it.
+  absl::Status Delay(int node, absl::Duration delay);
+
  private:
   NetworkLab(std::string prefix, std::vector<std::string> node_namespaces)
       : prefix_(std::move(prefix)), node_namespaces_(std::move(node_namespaces)) {}
@@ -81,6 +94,7 @@ class NetworkLab {
 
   const std::string prefix_;
   const std::vector<std::string> node_namespaces_;
+  std::vector<pid_t> proxies_;  // Of Delay; ended by the destructor.
 };
 
 // The path of `ip` (iproute2), or "" when it is not installed.

@@ -204,5 +204,24 @@ TEST_F(PartitionTest, FivePercentPacketLossOnEveryNodeLosesNothing) {
   ExpectConsistentHistory();
 }
 
+// One node sends everything 100 ms late, for the whole run: its answers
+// to clients, its entries and acknowledgements to its peers, its lease
+// renewals to etcd. Every round trip through it is slower; nothing may be
+// lost or doubled, and its shards must not change hands for it.
+TEST_F(PartitionTest, AHundredMillisecondsOfDelayOnOneNodeLosesNothing) {
+  const absl::Status delayed = lab_->Delay(0, absl::Milliseconds(100));
+  ASSERT_TRUE(delayed.ok()) << delayed;
+  ASSERT_NO_FATAL_FAILURE(StartLabCluster());
+  LeaderWatch watch(cluster_.get());
+  const client::SteadyTime start = SteadyNow();
+  FieldLoad load(client_.get(), Payments("delay"));
+  ASSERT_NO_FATAL_FAILURE(AwaitProgress(1500, absl::Seconds(120)));
+  const std::vector<examples::PipelineReport> reports = load.Finish();
+  PrintCalls("calls with node 0 100 ms late", start, SteadyNow());
+  PrintLeaderlessTimes(watch);
+  ExpectEveryPaymentChargedOnce(reports);
+  ExpectConsistentHistory();
+}
+
 }  // namespace
 }  // namespace dedup::blackbox

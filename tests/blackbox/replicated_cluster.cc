@@ -24,8 +24,6 @@ namespace {
 
 constexpr absl::Duration kStartTimeout = absl::Seconds(30);
 constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
-// Every node's port in a NetworkLab.
-constexpr int kLabPort = 7100;
 
 // A channel that reconnects within ~100 ms of a node's return: gRPC's
 // default backoff would wait out seconds after each restart.
@@ -70,7 +68,8 @@ absl::StatusOr<std::unique_ptr<ReplicatedCluster>> ReplicatedCluster::Start(
   if (options.network != nullptr) {
     // Each node has an address of its own, so they can share a port.
     for (int node = 0; node < options.nodes; ++node) {
-      addresses.push_back(absl::StrCat(options.network->NodeHost(node), ":", kLabPort));
+      addresses.push_back(
+          absl::StrCat(options.network->NodeHost(node), ":", NetworkLab::kNodePort));
     }
   } else {
     for (int port : FreePorts(options.nodes)) addresses.push_back(absl::StrCat("127.0.0.1:", port));
