@@ -62,18 +62,18 @@ std::string Replicator::Address(uint32_t node) {
   return node < addresses_.size() ? addresses_[node] : "";
 }
 
-rv1::Replication::Stub* Replicator::PeerStub(uint32_t node) {
+std::shared_ptr<rv1::Replication::Stub> Replicator::PeerStub(uint32_t node) {
   absl::MutexLock lock(&nodes_mu_);
   auto it = stubs_.find(node);
-  if (it != stubs_.end()) return it->second.get();
+  if (it != stubs_.end()) return it->second;
   if (node >= addresses_.size() || addresses_[node].empty()) return nullptr;
   std::shared_ptr<grpc::ChannelCredentials> credentials = options_.peer_credentials != nullptr
                                                               ? options_.peer_credentials
                                                               : grpc::InsecureChannelCredentials();
-  auto stub = rv1::Replication::NewStub(grpc::CreateChannel(addresses_[node], credentials));
-  rv1::Replication::Stub* raw = stub.get();
-  stubs_[node] = std::move(stub);
-  return raw;
+  std::shared_ptr<rv1::Replication::Stub> stub =
+      rv1::Replication::NewStub(grpc::CreateChannel(addresses_[node], credentials));
+  stubs_[node] = stub;
+  return stub;
 }
 
 namespace {

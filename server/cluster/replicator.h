@@ -319,8 +319,9 @@ class Replicator : public storage::ShardReplicator {
   static bool Holds(const std::vector<uint32_t>& nodes, uint32_t node) {
     return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
   }
-  // The stub of a known node, or null.
-  replication::v1::Replication::Stub* PeerStub(uint32_t node);
+  // The stub of a known node, or null. Shared: a caller's call goes on
+  // with it while a newly registered address replaces it here.
+  std::shared_ptr<replication::v1::Replication::Stub> PeerStub(uint32_t node);
   std::string Address(uint32_t node);
 
   absl::Status Join();
@@ -427,7 +428,7 @@ class Replicator : public storage::ShardReplicator {
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(nodes_mu_);
   std::set<uint32_t> live_ ABSL_GUARDED_BY(nodes_mu_);
   std::set<uint32_t> draining_ ABSL_GUARDED_BY(nodes_mu_);
-  std::map<uint32_t, std::unique_ptr<replication::v1::Replication::Stub>> stubs_
+  std::map<uint32_t, std::shared_ptr<replication::v1::Replication::Stub>> stubs_
       ABSL_GUARDED_BY(nodes_mu_);
   int64_t placement_revision_ ABSL_GUARDED_BY(nodes_mu_) = 0;
 

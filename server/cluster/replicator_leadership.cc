@@ -345,7 +345,7 @@ void Replicator::Elect(Shard* shard) {
       std::make_shared<SharedBallot>(core::Ballot(voters, options_.self, {mine->epoch, mine->seq}));
   for (uint32_t node : voters) {
     if (node == options_.self) continue;
-    rv1::Replication::Stub* stub = PeerStub(node);
+    std::shared_ptr<rv1::Replication::Stub> stub = PeerStub(node);
     if (stub == nullptr) {  // Its address is not known yet.
       absl::MutexLock lock(&shared->mu);
       shared->ballot.Unanswered(node);
@@ -357,7 +357,7 @@ void Replicator::Elect(Shard* shard) {
     ask->request.set_candidate(options_.self);
     ask->context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl)));
     stub->async()->Promise(&ask->context, &ask->request, &ask->response,
-                           [shared, ask, node](grpc::Status status) {
+                           [shared, ask, node, stub](grpc::Status status) {
                              absl::MutexLock lock(&shared->mu);
                              if (!status.ok()) {
                                shared->ballot.Unanswered(node);
@@ -503,7 +503,7 @@ void Replicator::Elect(Shard* shard) {
 absl::Status Replicator::CatchUpFrom(Shard* shard, uint32_t node, LogPosition target,
                                      uint64_t epoch) {
   const uint32_t s = shard->index;
-  rv1::Replication::Stub* stub = PeerStub(node);
+  std::shared_ptr<rv1::Replication::Stub> stub = PeerStub(node);
   if (stub == nullptr) return absl::UnavailableError(absl::StrCat("node ", node, " is not known"));
   // Entries already applied here are committed, so the source holds them
   // alike; past them this log may hold an older epoch's tail. The copy

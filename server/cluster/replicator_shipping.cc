@@ -226,7 +226,7 @@ void Replicator::ShipDedicated(Shard* shard, uint32_t peer) {
         return;
       }
     }
-    rv1::Replication::Stub* stub = PeerStub(peer);
+    std::shared_ptr<rv1::Replication::Stub> stub = PeerStub(peer);
     if (stub == nullptr) {
       // Placed before its address reached this node.
       absl::MutexLock lock(&stop_mu_);
@@ -309,7 +309,7 @@ void Replicator::ShipLoop(uint32_t peer) {
     // each follower one call, not two.
     const bool heartbeat = now - last_heartbeat >= tick;
     if (heartbeat) last_heartbeat = now;
-    rv1::Replication::Stub* stub = PeerStub(peer);
+    std::shared_ptr<rv1::Replication::Stub> stub = PeerStub(peer);
     if (stub == nullptr) {
       // Placed before its address reached this node.
       absl::MutexLock lock(&stop_mu_);
@@ -543,7 +543,7 @@ std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> wr
 
 absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
   const uint32_t s = shard->index;
-  rv1::Replication::Stub* stub = PeerStub(peer);
+  std::shared_ptr<rv1::Replication::Stub> stub = PeerStub(peer);
   if (stub == nullptr) return absl::UnavailableError(absl::StrCat("node ", peer, " is not known"));
   // Every entry through `position` is in the records copied; the log from
   // there on is replayed over the copy.
