@@ -45,6 +45,9 @@ class BatchStream final {
 
   // Half-closes once queued batches are written; answers still arrive.
   void Close();
+  // Ends the call now, answered or not: for a server that does not close
+  // its side after Close (one that hangs).
+  void Cancel() { context_.TryCancel(); }
 
   // Answers DEADLINE_EXCEEDED to waiters whose deadline is before `now`.
   void ExpireOverdue(SteadyTime now);

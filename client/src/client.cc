@@ -1,5 +1,6 @@
 #include "dedup/client/client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <optional>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "completed_cache.h"
 #include "completion_thread.h"
 #include "dedup/client/grpc_status.h"
@@ -59,6 +61,7 @@ class Client::Impl {
   explicit Impl(const ClientOptions& options)
       : clock_(options.clock != nullptr ? options.clock : SystemClock::Default()),
         default_timeout_(options.default_timeout),
+        attempt_timeout_(options.attempt_timeout),
         retry_(options.initial_backoff, options.max_backoff),
         live_calls_(std::make_unique<LiveCalls>()),
         scheduler_(std::make_unique<Scheduler>(clock_)),
@@ -141,11 +144,24 @@ class Client::Impl {
 
  private:
   void Attempt(std::shared_ptr<Call> call) {
+    const SteadyTime now = clock_->SteadyNow();
+    const SteadyTime attempt_deadline = attempt_timeout_ > absl::ZeroDuration()
+                                            ? std::min(call->deadline, now + attempt_timeout_)
+                                            : call->deadline;
     auto waiter = std::make_shared<Waiter>(
-        call->deadline, [this, call](absl::StatusOr<v1::OperationResult> result) {
+        attempt_deadline, [this, call](absl::StatusOr<v1::OperationResult> result) {
           if (!result.ok()) {
+            const SteadyTime failed_at = clock_->SteadyNow();
+            // The attempt's own deadline, not the call's: the node did not
+            // answer in time, as when it cannot be reached.
+            const absl::Status failure =
+                absl::IsDeadlineExceeded(result.status()) && failed_at < call->deadline
+                    ? absl::UnavailableError(absl::StrCat("no answer within ",
+                                                          absl::FormatDuration(attempt_timeout_),
+                                                          ": ", result.status().message()))
+                    : result.status();
             const RetryPolicy::Decision next =
-                retry_.Next(result.status(), clock_->SteadyNow(), call->deadline, &call->retries);
+                retry_.Next(failure, failed_at, call->deadline, &call->retries);
             switch (next.action) {
               case RetryPolicy::Action::kRetry:
                 // The node may be down, or lead the key's shard no more: the
@@ -162,7 +178,7 @@ class Client::Impl {
           }
           Finish(*call, std::move(result));
         });
-    if (clock_->SteadyNow() >= call->deadline) {
+    if (now >= call->deadline) {
       waiter->Fire(absl::DeadlineExceededError("deadline passed before the call was sent"));
       return;
     }
@@ -192,6 +208,7 @@ class Client::Impl {
   // Constant after construction.
   const Clock* const clock_;
   const absl::Duration default_timeout_;
+  const absl::Duration attempt_timeout_;
   const RetryPolicy retry_;
   // Declared before the topology: destroyed after its channels.
   std::unique_ptr<LiveCalls> live_calls_;

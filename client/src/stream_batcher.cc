@@ -7,6 +7,9 @@ namespace dedup::client {
 namespace {
 
 constexpr absl::Duration kSweepInterval = absl::Milliseconds(5);
+// How long closing waits for servers to end their side of the streams
+// before it cancels them.
+constexpr absl::Duration kCloseGrace = absl::Milliseconds(500);
 
 }  // namespace
 
@@ -31,10 +34,19 @@ StreamBatcher::~StreamBatcher() {
   }
   for (const auto& stream : live) stream->Close();
   live.clear();
+  const absl::Condition all_ended(
+      +[](std::vector<std::shared_ptr<BatchStream>>* streams) { return streams->empty(); }, &live_);
+  {
+    absl::MutexLock lock(&mu_);
+    // A server that hangs never ends its side of the stream; nothing waits
+    // for its answers any more (the client's calls are over by now).
+    if (mu_.AwaitWithTimeout(all_ended, kCloseGrace)) return;
+    live = live_;
+  }
+  for (const auto& stream : live) stream->Cancel();
+  live.clear();
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](std::vector<std::shared_ptr<BatchStream>>* streams) { return streams->empty(); },
-      &live_));
+  mu_.Await(all_ended);
 }
 
 void StreamBatcher::Send(v1::Operation op, std::shared_ptr<Waiter> waiter) {

@@ -124,9 +124,11 @@ TEST_F(ReplicationTest, HungLeaderAtTheDefaultShardCountIsReplacedAndWakesFenced
 
   const std::vector<examples::PipelineReport> reports = load.Finish();
   PrintLeaderlessTimes(watch);
-  // Calls already waiting on the hung node when it stopped wait out their
-  // deadline there (the client has no deadline per attempt): they fail,
-  // and their payments are not charged. None may be charged twice.
+  // A call waiting on the hung node gives up on it after the client's
+  // attempt timeout and is sent again by the newest map; one that finds
+  // no new leader before its deadline fails, and its payment is not
+  // charged (how long failover takes on a busy machine is not held to
+  // here). None may be charged twice.
   for (size_t round = 0; round < reports.size(); ++round) {
     const examples::PipelineReport& r = reports[round];
     std::cout << "round " << round + 1 << ": " << Summary(r) << "\n";

@@ -43,6 +43,7 @@ FakeReplicatedCluster::FakeReplicatedCluster(int node_count, uint32_t shard_coun
     : shard_count_(shard_count),
       shards_(shard_count),
       live_(node_count, true),
+      hung_(node_count, false),
       behind_(node_count, 0),
       counts_(node_count) {
   for (int i = 0; i < node_count; ++i) {
@@ -58,6 +59,10 @@ FakeReplicatedCluster::FakeReplicatedCluster(int node_count, uint32_t shard_coun
 }
 
 FakeReplicatedCluster::~FakeReplicatedCluster() {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;  // Hung handlers return, so that the servers can stop.
+  }
   for (auto& server : servers_) {
     if (server != nullptr) server->Shutdown(absl::ToChronoTime(absl::Now()));
   }
@@ -98,6 +103,22 @@ void FakeReplicatedCluster::Stop(int node) {
   servers_[node]->Shutdown(absl::ToChronoTime(absl::Now()));
 }
 
+void FakeReplicatedCluster::Hang(int node) {
+  absl::MutexLock lock(&mu_);
+  hung_[node] = true;
+}
+
+void FakeReplicatedCluster::Resume(int node) {
+  absl::MutexLock lock(&mu_);
+  hung_[node] = false;
+}
+
+void FakeReplicatedCluster::WaitWhileHung(int node) {
+  auto answering = [this, node]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closing_ || !hung_[node]; };
+  mu_.Await(absl::Condition(&answering));
+}
+
 void FakeReplicatedCluster::MarkReplicaDown(int node) {
   absl::MutexLock lock(&mu_);
   live_[node] = false;
@@ -134,6 +155,7 @@ grpc::Status FakeReplicatedCluster::ClaimAt(int node, const std::string& ns, con
                                             v1::ClaimResponse* response) {
   const uint32_t shard = storage::ShardOf(ns, key, shard_count_);
   absl::MutexLock lock(&mu_);
+  WaitWhileHung(node);
   ShardState& state = shards_[shard];
   if (state.leader == node && moves_on_arrival_ > 0) {
     --moves_on_arrival_;
@@ -165,6 +187,7 @@ v1::TopologyResponse FakeReplicatedCluster::TopologyAt(int node) {
   map.set_node_index(node);
   map.set_replication_factor(static_cast<uint32_t>(addresses_.size()));
   absl::MutexLock lock(&mu_);
+  WaitWhileHung(node);
   uint64_t version = 0;
   for (uint32_t shard = 0; shard < shard_count_; ++shard) {
     const ShardState& state = shards_[shard];

@@ -24,7 +24,8 @@ namespace dedup::client::test {
 //    ACQUIRED with kToken; of a shard another node leads
 //    FAILED_PRECONDITION naming that node; of a shard without a leader
 //    UNAVAILABLE. Other calls are UNIMPLEMENTED.
-// A stopped node fails every call at the transport level. Thread-safe.
+// A stopped node fails every call at the transport level; a hung one
+// answers nothing. Thread-safe.
 class FakeReplicatedCluster {
  public:
   static constexpr uint64_t kToken = 11;
@@ -51,6 +52,11 @@ class FakeReplicatedCluster {
   // Shuts `node` down: from now on it cannot be reached, and its replicas
   // are reported not live.
   void Stop(int node);
+  // Makes `node` hang, as a paused process or a cut network does: it
+  // still accepts connections and calls, and answers none of them (nor
+  // any already waiting) until Resume.
+  void Hang(int node);
+  void Resume(int node);
   // Reports `node`'s replicas not live, though it still answers.
   void MarkReplicaDown(int node);
   // Reports `node`'s replicas `behind` entries behind their leader.
@@ -74,6 +80,8 @@ class FakeReplicatedCluster {
     uint64_t epoch = 1;
   };
 
+  // Waits while `node` hangs, unless the cluster is being destroyed.
+  void WaitWhileHung(int node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What `node` answers to a Claim of `key`.
   grpc::Status ClaimAt(int node, const std::string& ns, const std::string& key,
                        v1::ClaimResponse* response);
@@ -87,6 +95,8 @@ class FakeReplicatedCluster {
   mutable absl::Mutex mu_;
   std::vector<ShardState> shards_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> live_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> hung_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<uint64_t> behind_ ABSL_GUARDED_BY(mu_);
   std::vector<Counts> counts_ ABSL_GUARDED_BY(mu_);
   int moves_on_arrival_ ABSL_GUARDED_BY(mu_) = 0;

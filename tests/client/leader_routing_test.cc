@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "dedup/client/client.h"
 #include "gtest/gtest.h"
@@ -32,6 +33,14 @@ v1::ClaimRequest ClaimOf(const std::string& key) {
   return r;
 }
 
+// Long enough for a few attempts of 200 ms, short enough that a call
+// waiting it out keeps the test short.
+CallOptions ShortDeadline() {
+  CallOptions options;
+  options.deadline = absl::Now() + absl::Seconds(2);
+  return options;
+}
+
 CallOptions WithDeadline() {
   CallOptions options;
   options.deadline = absl::Now() + kDeadline;
@@ -47,6 +56,17 @@ class LeaderRoutingTest : public ::testing::TestWithParam<bool> {
     ClientOptions options;
     options.endpoint = cluster_.addresses()[seed];
     options.coalesce = GetParam();
+    auto client = Client::Create(options);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? std::move(*client) : nullptr;
+  }
+
+  // A client given every node, whose attempts last `attempt_timeout`.
+  std::unique_ptr<Client> NewClientOfEveryNode(absl::Duration attempt_timeout) {
+    ClientOptions options;
+    options.endpoint = absl::StrJoin(cluster_.addresses(), ",");
+    options.coalesce = GetParam();
+    options.attempt_timeout = attempt_timeout;
     auto client = Client::Create(options);
     EXPECT_TRUE(client.ok()) << client.status();
     return client.ok() ? std::move(*client) : nullptr;
@@ -149,6 +169,43 @@ TEST_P(LeaderRoutingTest, LeaderThatIsDownIsRoutedAroundOnceTopologyNamesANewLea
   }
   EXPECT_EQ(cluster_.served(2), 10);
   EXPECT_EQ(cluster_.refused_total(), 0) << "calls went to a live node that does not lead";
+}
+
+// Every shard's leader hangs: it takes calls and answers none, as a paused
+// process or a cut network does, while another node is elected. Each call
+// must give up on the hung node after its attempt timeout and find the new
+// leader within its deadline, not wait the deadline out.
+TEST_P(LeaderRoutingTest, ALeaderThatHangsIsLeftForItsSuccessorWithinTheCallsDeadline) {
+  auto client = NewClientOfEveryNode(absl::Milliseconds(200));
+  ASSERT_NE(client, nullptr);
+  ExpectEveryClaimAcquired(*client, "before-", 10);
+  ASSERT_EQ(cluster_.served(0), 10);
+
+  cluster_.Hang(0);
+  cluster_.SetEveryLeader(1);  // The client still holds the old map.
+  std::vector<std::future<absl::StatusOr<v1::ClaimResponse>>> calls;
+  for (int i = 0; i < 10; ++i) {
+    calls.push_back(client->ClaimFuture(ClaimOf(absl::StrCat("after-", i)), ShortDeadline()));
+  }
+  for (int i = 0; i < 10; ++i) {
+    absl::StatusOr<v1::ClaimResponse> claimed = calls[i].get();
+    ASSERT_TRUE(claimed.ok()) << "after-" << i << ": " << claimed.status();
+    EXPECT_EQ(claimed->outcome(), v1::ClaimResponse::ACQUIRED);
+  }
+  EXPECT_EQ(cluster_.served(1), 10);
+}
+
+// Without an attempt timeout a call stays with the node it was sent to:
+// a hung one makes it wait out its deadline.
+TEST_P(LeaderRoutingTest, WithoutAnAttemptTimeoutACallWaitsOutItsDeadlineOnAHungLeader) {
+  auto client = NewClientOfEveryNode(absl::ZeroDuration());
+  ASSERT_NE(client, nullptr);
+  ExpectEveryClaimAcquired(*client, "before-", 1);
+  cluster_.Hang(0);
+  cluster_.SetEveryLeader(1);
+  absl::StatusOr<v1::ClaimResponse> claimed = client->Claim(ClaimOf("after"), ShortDeadline());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(claimed.status())) << claimed.status();
+  EXPECT_EQ(cluster_.served(1), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(CoalescedAndUnary, LeaderRoutingTest, ::testing::Bool(),

@@ -26,6 +26,15 @@ struct ClientOptions {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   // Deadline of a call that names none. It bounds the retries too.
   absl::Duration default_timeout = absl::Seconds(5);
+  // How long one attempt of a call waits for its node's answer before the
+  // call is sent again by the newest cluster map, within the call's
+  // deadline: a node that hangs (a paused process, a frozen VM, a cut
+  // network) refuses nothing and answers nothing, and without this every
+  // call routed to it would wait out its deadline, as would calls routed
+  // there after it, until something else made the client fetch the map.
+  // A node that is merely slow gets the call twice, which every call of
+  // dedup.v1 allows (see Client). Zero: one attempt lasts to the deadline.
+  absl::Duration attempt_timeout = absl::Seconds(1);
   // Retries of UNAVAILABLE: exponential backoff from `initial_backoff` up to
   // `max_backoff`, each wait jittered to between half and all of it, while
   // the deadline allows.
@@ -80,7 +89,8 @@ using Callback = std::function<void(absl::StatusOr<T>)>;
 // Which calls are retried, and why that is safe: every call of dedup.v1 is
 // safe to repeat, so the client retries UNAVAILABLE (the server or the
 // network was unreachable; the call may or may not have been applied)
-// within the call's deadline:
+// within the call's deadline, and an attempt that has had no answer within
+// ClientOptions::attempt_timeout likewise:
 //  - Claim is re-entrant by owner: a repeat by the owner that won returns
 //    ACQUIRED with the same token, so a lost ACQUIRED is never lost;
 //  - Complete and Release carry the token: a repeat answers as the first
