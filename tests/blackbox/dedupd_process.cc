@@ -24,7 +24,6 @@
 #include "absl/strings/strip.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
-#include "tests/blackbox/network_lab.h"
 
 extern char** environ;
 
@@ -94,6 +93,13 @@ std::string ReadFile(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+std::string IpCommand() {
+  for (const char* path : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip"}) {
+    if (access(path, X_OK) == 0) return path;
+  }
+  return "";
 }
 
 absl::StatusOr<std::unique_ptr<DedupdProcess>> DedupdProcess::Spawn(

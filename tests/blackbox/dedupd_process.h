@@ -131,6 +131,9 @@ class ServingDedupd {
 // the node then fails to start, clearly.
 std::vector<int> FreePorts(int n);
 
+// The path of `ip` (iproute2), or "" when it is not installed.
+std::string IpCommand();
+
 // Writes `text` to the file at `path`, replacing it.
 void WriteFile(const std::string& path, const std::string& text);
 // The contents of the file at `path`, or "" if it cannot be read.

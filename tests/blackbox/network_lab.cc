@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "tests/blackbox/dedupd_process.h"
 
 extern char** environ;
 
@@ -114,8 +115,6 @@ void RemoveAbandonedLabs(const std::string& ip) {
 }
 
 }  // namespace
-
-std::string IpCommand() { return FirstExisting({"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip"}); }
 
 absl::StatusOr<std::unique_ptr<NetworkLab>> NetworkLab::Create(int nodes) {
   const std::string ip = IpCommand();

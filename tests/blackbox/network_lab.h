@@ -97,9 +97,6 @@ class NetworkLab {
   std::vector<pid_t> proxies_;  // Of Delay; ended by the destructor.
 };
 
-// The path of `ip` (iproute2), or "" when it is not installed.
-std::string IpCommand();
-
 }  // namespace dedup::blackbox
 
 #endif  // DEDUP_TESTS_BLACKBOX_NETWORK_LAB_H_
