@@ -91,7 +91,7 @@ ABSL_FLAG(std::string, cluster_name, "",
 ABSL_FLAG(std::string, leader_lease, "",
           "TTL of a shard leader's etcd lease [config: cluster.leader_lease; default 3s].");
 ABSL_FLAG(uint64_t, move_bytes_per_second, 0,
-          "Bytes per second a shard's leader sends the target of a shard move "
+          "Bytes per second a node sends the targets of the shard moves it leads, all together "
           "[config: cluster.move_bytes_per_second; default 32 MiB/s].");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, log_format, "text",
@@ -156,8 +156,9 @@ Flags (each overrides the config field in brackets):
   --cluster_name=NAME   the cluster's key prefix in etcd [cluster.name]
   --leader_lease=DUR    how long a dead leader's shards wait before another
                         replica takes over [cluster.leader_lease; default 3s]
-  --move_bytes_per_second=N  pace of a shard move's copy, so that serving
-                        traffic keeps its p99 [cluster.move_bytes_per_second;
+  --move_bytes_per_second=N  pace of what a node copies for all the shard
+                        moves it leads, so that serving traffic keeps its p99
+                        [cluster.move_bytes_per_second;
                         default 33554432]
   --workers=N           storage worker threads [workers; default 32]
   --execution=MODE      where a call's storage work runs: workers (the pool),

@@ -18,7 +18,6 @@ namespace dedup::ctl {
 namespace {
 
 // Moves under way at once, each on two nodes no other move uses.
-constexpr size_t kParallelMoves = 2;
 // A move that failed this often is not planned again by this command.
 constexpr int kMaxAttempts = 3;
 
@@ -159,10 +158,19 @@ int Drive(const ChangeContext& context,
       }
       it = running.erase(it);
     }
-    std::set<uint32_t> busy;
-    for (const auto& [s, r] : running) busy.insert({r.move.from, r.move.to});
-    for (const PlacementView::Shard& shard : view->shards) {
-      if (shard.moving) busy.insert({shard.move_from, shard.move_to});
+    // Moves under way, in all and per node, ours or not.
+    size_t under_way = running.size();
+    std::map<uint32_t, size_t> busy;
+    for (const auto& [s, r] : running) {
+      ++busy[r.move.from];
+      ++busy[r.move.to];
+    }
+    for (uint32_t s = 0; s < view->shards.size(); ++s) {
+      const PlacementView::Shard& shard = view->shards[s];
+      if (!shard.moving || running.count(s)) continue;
+      ++under_way;
+      ++busy[shard.move_from];
+      ++busy[shard.move_to];
     }
     std::vector<PlannedMove> plan;
     for (const PlannedMove& move : planner(*view)) {
@@ -187,7 +195,8 @@ int Drive(const ChangeContext& context,
     }
     uint64_t waiting = 0;  // Planned, not started yet.
     for (const PlannedMove& move : plan) {
-      if (running.size() >= kParallelMoves || busy.count(move.from) || busy.count(move.to)) {
+      if (under_way >= context.parallel_moves || busy[move.from] >= context.parallel_moves ||
+          busy[move.to] >= context.parallel_moves) {
         ++waiting;
         continue;
       }
@@ -196,7 +205,9 @@ int Drive(const ChangeContext& context,
         out << "moving shard " << move.shard << " from " << NodeName(*view, move.from) << " to "
             << NodeName(*view, move.to) << "\n";
         running[move.shard] = {move, 0, absl::Now(), false};
-        busy.insert({move.from, move.to});
+        ++under_way;
+        ++busy[move.from];
+        ++busy[move.to];
       } else if (status.error_code() != grpc::StatusCode::ABORTED &&
                  status.error_code() != grpc::StatusCode::UNAVAILABLE) {
         ++failures[move.shard];

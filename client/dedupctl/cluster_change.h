@@ -73,6 +73,9 @@ struct ChangeContext {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   absl::Duration call_timeout = absl::Seconds(5);
   absl::Duration wait = absl::Minutes(30);  // For the whole command.
+  // Moves under way at once, at most; each node sending moves paces them
+  // together at its --move_bytes_per_second.
+  size_t parallel_moves = 16;
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
 };

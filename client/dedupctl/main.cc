@@ -131,7 +131,7 @@ const std::map<std::string, CommandSpec>& Commands() {
         "  Exit 0 if dedupd reports dedup.v1.Dedup SERVING, else 1."}},
       {"cluster",
        {1,
-        {"wait", "to", "from"},
+        {"wait", "to", "from", "parallel_moves"},
         {},
         "dedupctl cluster status [--json]\n"
         "  Asks --endpoint, then every node of its cluster map, for its Topology, and\n"
@@ -146,19 +146,23 @@ const std::map<std::string, CommandSpec>& Commands() {
         "Replicated clusters change shape online (docs/elastic.md); each command below\n"
         "prints progress (shards moved of the total, bytes copied, ETA) and waits\n"
         "until the cluster is there, at most --wait (default 30m):\n"
-        "dedupctl cluster add-node ADDR [--wait=30m]\n"
+        "dedupctl cluster add-node ADDR [--wait=30m] [--parallel_moves=16]\n"
         "  Waits until the dedupd at ADDR (started with this cluster's etcd, name and\n"
         "  a --cluster_nodes list giving it ADDR) has joined, then rebalances.\n"
-        "dedupctl cluster remove-node ADDR [--wait=30m]\n"
+        "dedupctl cluster remove-node ADDR [--wait=30m] [--parallel_moves=16]\n"
         "  Marks ADDR draining and moves every shard replica it holds to the other\n"
         "  nodes; exit 0 once it holds none, and it can be stopped. Refused when the\n"
         "  other live nodes are fewer than the replication factor.\n"
         "dedupctl cluster move-shard SHARD --to=ADDR [--from=ADDR] [--wait=30m]\n"
         "  Moves one replica of SHARD to ADDR: from --from, else from the voter holding\n"
         "  the most shards. Exit 1 when refused or rolled back.\n"
-        "dedupctl cluster rebalance [--wait=30m]\n"
+        "dedupctl cluster rebalance [--wait=30m] [--parallel_moves=16]\n"
         "  Moves replicas until every live node that is not draining holds within one\n"
-        "  of the others, moving at most two shards at a time."}},
+        "  of the others.\n"
+        "add-node, remove-node and rebalance run up to --parallel_moves (default 16)\n"
+        "moves at once; each node sending moves paces all of them together at its\n"
+        "--move_bytes_per_second, so small shards move many at a time and large ones\n"
+        "copy no faster in all than one."}},
   };
   return *commands;
 }
@@ -440,6 +444,14 @@ int Main(int argc, char** argv) {
     if (DurationOption(args, "wait", spec.usage, &wait_ms)) {
       if (wait_ms <= 0) UsageError("--wait must be positive", spec.usage);
       change.wait = absl::Milliseconds(wait_ms);
+    }
+    if (const std::string parallel = Option(args, "parallel_moves"); !parallel.empty()) {
+      if (!absl::SimpleAtoi(parallel, &change.parallel_moves) || change.parallel_moves < 1 ||
+          change.parallel_moves > 256) {
+        UsageError(
+            absl::StrCat("--parallel_moves must be a number from 1 to 256, not '", parallel, "'"),
+            spec.usage);
+      }
     }
     change.out = &std::cout;
     change.err = &std::cerr;

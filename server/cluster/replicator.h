@@ -219,10 +219,8 @@ class Replicator : public storage::ShardReplicator {
     absl::Time last_heard = absl::InfinitePast();
     // Since when it has answered without a gap; InfiniteFuture: never.
     absl::Time live_since = absl::InfiniteFuture();
-    // Bytes sent since it became a peer, and since when: a learner's
-    // share is paced to move_bytes_per_second.
+    // Bytes sent since it became a peer: a move's progress.
     uint64_t sent_bytes = 0;
-    absl::Time sending_since = absl::Now();
   };
   // moves/<s> as read from etcd.
   struct Move {
@@ -342,9 +340,10 @@ class Replicator : public storage::ShardReplicator {
   // As the leader of a moving shard: the move's next step (§3 of
   // docs/elastic.md), or its rollback when the target is gone.
   void AdvanceMoves();
-  // Sleeps as long as sending `bytes` more to a learner needs, at the
-  // move rate.
-  void PaceMove(Shard* shard, uint32_t peer, uint64_t bytes);
+  // Sleeps as long as sending `bytes` more to a learner needs at the move
+  // rate, which every move this node sends shares: many small moves at
+  // once copy no faster in all than one large one.
+  void PaceMove(uint64_t bytes);
   absl::Status RenewLease();
   void CoordinateLoop();
   // Finds the shards this node may stand for and queues each once for
@@ -458,6 +457,11 @@ class Replicator : public storage::ShardReplicator {
   std::map<uint32_t, absl::Time> heard_ ABSL_GUARDED_BY(heard_mu_);
   mutable absl::Mutex shipped_mu_;
   std::map<uint32_t, ShipCounters> shipped_ ABSL_GUARDED_BY(shipped_mu_);
+
+  absl::Mutex pace_mu_;
+  // When the bytes every move has sent so far will have had their time at
+  // move_bytes_per_second.
+  absl::Time moves_paced_until_ ABSL_GUARDED_BY(pace_mu_) = absl::InfinitePast();
 
   absl::Mutex stop_mu_;
   bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;

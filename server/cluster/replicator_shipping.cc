@@ -266,7 +266,7 @@ void Replicator::ShipDedicated(Shard* shard, uint32_t peer) {
     }
     if (plan != ShipPlan::kSend) continue;
     // A move's copy goes at the move's pace, so that serving keeps its p99.
-    if (out.to_learner && out.entries > 0) PaceMove(shard, peer, out.bytes);
+    if (out.to_learner && out.entries > 0) PaceMove(out.bytes);
     rv1::AppendResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl)));
@@ -586,7 +586,7 @@ absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
     }
     records += request.records_size();
     const uint64_t request_bytes = request.ByteSizeLong();
-    if (to_learner) PaceMove(shard, peer, request_bytes);
+    if (to_learner) PaceMove(request_bytes);
     rv1::RestoreResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
@@ -620,16 +620,15 @@ absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
   return absl::OkStatus();
 }
 
-void Replicator::PaceMove(Shard* shard, uint32_t peer, uint64_t bytes) {
+void Replicator::PaceMove(uint64_t bytes) {
   const uint64_t rate = options_.move_bytes_per_second;
   if (rate == 0) return;
   absl::Time due;
   {
-    absl::MutexLock lock(&shard->mu);
-    auto it = shard->peers.find(peer);
-    if (it == shard->peers.end()) return;
-    due = it->second.sending_since +
-          absl::Seconds(static_cast<double>(it->second.sent_bytes + bytes) / rate);
+    absl::MutexLock lock(&pace_mu_);
+    moves_paced_until_ = std::max(moves_paced_until_, absl::Now()) +
+                         absl::Seconds(static_cast<double>(bytes) / static_cast<double>(rate));
+    due = moves_paced_until_;
   }
   absl::MutexLock lock(&stop_mu_);
   stop_mu_.AwaitWithDeadline(absl::Condition(&stopping_), due);
