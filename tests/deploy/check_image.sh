@@ -71,7 +71,8 @@ cleanup() {
     kill "$etcd_pid" 2>/dev/null || true
     wait "$etcd_pid" 2>/dev/null || true
   fi
-  podman rmi -f "$image" >/dev/null 2>&1 || true
+  # --no-prune: the runtime stage's layers stay cached for the next run.
+  podman rmi --no-prune -f "$image" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
