@@ -13,6 +13,9 @@
 #                       Dockerfile's `prebuilt` target); nothing is compiled
 #   --engine E          podman or docker (default: podman when installed)
 #   --base-only         only make sure the debian:12 base image exists
+#   --warm              make the base and build the runtime stage, untagged,
+#                       so that a later --prebuilt build takes seconds
+#                       (deploy/test.sh runs this while it compiles)
 #   --mirror URL        Debian archive for debootstrap (default: the one apt uses)
 #   -h, --help          this text
 #
@@ -44,6 +47,7 @@ tag="dedupd:${version:-latest}"
 prebuilt=""
 engine=""
 base_only=0
+warm=0
 mirror="${DEBIAN_MIRROR:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -54,6 +58,7 @@ while [ $# -gt 0 ]; do
     --engine) engine="${2:?--engine needs podman or docker}"; shift 2 ;;
     --engine=*) engine="${1#*=}"; shift ;;
     --base-only) base_only=1; shift ;;
+    --warm) warm=1; shift ;;
     --mirror) mirror="${2:?--mirror needs a URL}"; shift 2 ;;
     --mirror=*) mirror="${1#*=}"; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -169,20 +174,35 @@ else
 fi
 [ "$base_only" -eq 1 ] && exit 0
 
+# small_context DIR: a build context of only what the runtime and prebuilt
+# stages copy (the build stage, which copies everything, is not built).
+small_context() {
+  mkdir -p "$1/deploy" "$1/prebuilt"
+  cp Dockerfile .dockerignore "$1/"
+  cp deploy/install-deps.sh deploy/dedupd.textproto deploy/docker-entrypoint.sh "$1/deploy/"
+}
+
 started=$SECONDS
+if [ "$warm" -eq 1 ]; then
+  context="$(mktemp -d "${TMPDIR:-/tmp}/dedupd-image.XXXXXX")"
+  # shellcheck disable=SC2064
+  trap "rm -rf '$context'" EXIT
+  small_context "$context"
+  say "building the runtime stage (target runtime, untagged: a layer cache)"
+  "$engine" build "${build_flags[@]}" --target runtime -f "$context/Dockerfile" "$context" >/dev/null
+  say "runtime stage cached in $((SECONDS - started)) s"
+  exit 0
+fi
 if [ -n "$prebuilt" ]; then
   [ -d "$prebuilt" ] || die "--prebuilt $prebuilt: no such build directory"
   for binary in server/dedupd client/dedupctl; do
     [ -x "$prebuilt/$binary" ] || die "--prebuilt: $prebuilt/$binary is missing; build it" \
       "first (deploy/build.sh dedupd dedupctl)"
   done
-  # A context of only what the runtime and prebuilt stages copy.
   context="$(mktemp -d "${TMPDIR:-/tmp}/dedupd-image.XXXXXX")"
   # shellcheck disable=SC2064
   trap "rm -rf '$context'" EXIT
-  mkdir -p "$context/deploy" "$context/prebuilt"
-  cp Dockerfile .dockerignore "$context/"
-  cp deploy/install-deps.sh deploy/dedupd.textproto deploy/docker-entrypoint.sh "$context/deploy/"
+  small_context "$context"
   for binary in server/dedupd client/dedupctl; do
     strip --strip-debug -o "$context/prebuilt/${binary#*/}" "$prebuilt/$binary"
   done

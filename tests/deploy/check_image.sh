@@ -20,7 +20,8 @@
 #    rendered by helm) runs in a container of the image, as the test pod
 #    would: health, then claim -> complete -> claim answering COMPLETED.
 # 5. SIGTERM to the container of a node that leads shards (podman stop, as
-#    Kubernetes stops a pod): it exits 0, the other two nodes lead every
+#    Kubernetes stops a pod): it exits 0, its log names a hand-over for each
+#    shard it led, the other two nodes lead every
 #    shard before the leader lease (10 s) could have run out, and claims
 #    of keys of every shard succeed with that node gone. The container
 #    starts again on its volume, and the round trip passes.
@@ -223,11 +224,14 @@ for i in 0 1 2; do
   if [ "$(shards_led "$i")" -gt 0 ]; then victim="$i"; break; fi
 done
 [ -n "$victim" ] || fail "no node leads a shard"
-say "node $victim leads $(shards_led "$victim") of $shards shards; stopping its container (SIGTERM)"
+led="$(shards_led "$victim")"
+say "node $victim leads $led of $shards shards; stopping its container (SIGTERM)"
 stop_started=$SECONDS
 podman stop -t 30 "${containers[$victim]}" >/dev/null
 code="$(podman inspect --format '{{.State.ExitCode}}' "${containers[$victim]}")"
 [ "$code" = 0 ] || fail "node $victim exited $code on SIGTERM, expected 0"
+handed_log="$(podman logs "${containers[$victim]}" 2>&1 | grep -c 'reason="stopping: handed to node' || true)"
+[ "$handed_log" -ge "$led" ] || fail "node $victim logged $handed_log hand-overs on SIGTERM for the $led shards it led"
 others=()
 for i in 0 1 2; do [ "$i" = "$victim" ] || others+=("$i"); done
 others_lead_all() { [ $(($(shards_led "${others[0]}") + $(shards_led "${others[1]}"))) -eq "$shards" ]; }
@@ -235,7 +239,7 @@ await "the other nodes leading every shard" 30 others_lead_all
 handed=$((SECONDS - stop_started))
 [ "$handed" -lt 10 ] || fail "the other nodes led every shard only ${handed}s after SIGTERM:" \
   "an election after the leader lease ran out, not a hand-over"
-say "ok - node $victim exited 0 on SIGTERM; nodes ${others[*]} led all $shards shards within ${handed}s"
+say "ok - node $victim exited 0 on SIGTERM, handing over its $led shards; nodes ${others[*]} led all $shards within ${handed}s"
 # Every shard still takes writes: claims of keys spread over the shards,
 # by the image's dedupctl through node ${others[0]}.
 podman run --rm --network=host --read-only --entrypoint /bin/sh "$image" -ec '
