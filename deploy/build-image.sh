@@ -32,8 +32,11 @@
 # used (runc, cgroupfs, no default ulimits), and RUN steps use the host's
 # network. deploy/install-deps.sh installs podman, runc and debootstrap.
 set -euo pipefail
+caller="$(pwd)"
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
+# from_caller PATH: PATH as the caller meant it, before the cd above.
+from_caller() { case "$1" in /*) echo "$1" ;; *) echo "$caller/$1" ;; esac; }
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 say() { echo "build-image: $*"; }
@@ -81,6 +84,9 @@ case "$engine" in
 esac
 build_flags=()
 if [ "$engine" = podman ]; then
+  if [ -n "${CONTAINERS_CONF:-}" ]; then
+    CONTAINERS_CONF="$(from_caller "$CONTAINERS_CONF")"
+  fi
   export CONTAINERS_CONF="${CONTAINERS_CONF:-$repo/deploy/podman/containers.conf}"
   build_flags+=(--network=host)
 fi
@@ -194,6 +200,7 @@ if [ "$warm" -eq 1 ]; then
   exit 0
 fi
 if [ -n "$prebuilt" ]; then
+  prebuilt="$(from_caller "$prebuilt")"
   [ -d "$prebuilt" ] || die "--prebuilt $prebuilt: no such build directory"
   for binary in server/dedupd client/dedupctl; do
     [ -x "$prebuilt/$binary" ] || die "--prebuilt: $prebuilt/$binary is missing; build it" \
