@@ -231,8 +231,9 @@ def await_alerts(prom, since, alerts):
         what = name + (" %s" % labels if labels else "")
         if name not in firing:
             check(False, what + " goes pending and firing",
-                  "pending after %s, never firing within %.0fs"
-                  % ("%.1fs" % pending[name] if name in pending else "never", deadline - since))
+                  "%s, not firing within %.0fs" % (
+                      "pending after %.1fs" % pending[name] if name in pending else "never pending",
+                      deadline - since))
             continue
         check(pending[name] <= PENDING_WITHIN, "%s pending after %.1fs (bound %.1fs)" %
               (what, pending[name], PENDING_WITHIN))
