@@ -11,7 +11,7 @@
 # Stages, in the order a builder that does not skip unused stages needs:
 #   runtime   the Debian runtime libraries, the dedupd user, config and entrypoint
 #   prebuilt  runtime + binaries already built on a Debian 12 host, taken from
-#             prebuilt/ in the build context (`--target prebuilt`; what
+#             deploy/prebuilt/ in the build context (`--target prebuilt`; what
 #             deploy/build-image.sh --prebuilt does, so nothing compiles twice)
 #   build     compiles dedupd and dedupctl from the sources
 #   (last)    runtime + the binaries of the build stage: the default image
@@ -37,7 +37,7 @@ EXPOSE 7402
 ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]
 
 FROM runtime AS prebuilt
-COPY prebuilt/dedupd prebuilt/dedupctl /usr/local/bin/
+COPY deploy/prebuilt/ /usr/local/bin/
 
 FROM debian:12 AS build
 WORKDIR /src

@@ -183,7 +183,7 @@ fi
 # small_context DIR: a build context of only what the runtime and prebuilt
 # stages copy (the build stage, which copies everything, is not built).
 small_context() {
-  mkdir -p "$1/deploy" "$1/prebuilt"
+  mkdir -p "$1/deploy/prebuilt"
   cp Dockerfile .dockerignore "$1/"
   cp deploy/install-deps.sh deploy/dedupd.textproto deploy/docker-entrypoint.sh "$1/deploy/"
 }
@@ -211,7 +211,7 @@ if [ -n "$prebuilt" ]; then
   trap "rm -rf '$context'" EXIT
   small_context "$context"
   for binary in server/dedupd client/dedupctl; do
-    strip --strip-debug -o "$context/prebuilt/${binary#*/}" "$prebuilt/$binary"
+    strip --strip-debug -o "$context/deploy/prebuilt/${binary#*/}" "$prebuilt/$binary"
   done
   say "building $tag from the binaries in $prebuilt (target prebuilt)"
   "$engine" build "${build_flags[@]}" --target prebuilt -t "$tag" -f "$context/Dockerfile" "$context"
