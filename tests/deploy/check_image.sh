@@ -77,6 +77,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# A timeout's SIGTERM (ctest) still removes the containers.
+trap 'exit 1' TERM INT
 
 # Free TCP ports on 127.0.0.1: 3 nodes x (gRPC, metrics, probes), etcd x 2.
 read -r -a ports <<<"$(python3 - <<'EOF'

@@ -530,6 +530,8 @@ def main():
     with open(os.path.join(args.deploy, "grafana", "dedupd-dashboard.json")) as f:
         dashboard = json.load(f)
 
+    # A timeout's SIGTERM (ctest) still stops what was started and unmounts.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("check_prometheus: terminated"))
     begun = time.monotonic()
     work = tempfile.mkdtemp(prefix="dedup-prometheus-")
     procs = Processes()
