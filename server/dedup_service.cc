@@ -180,11 +180,11 @@ void DedupService::RecordRequest(Method method, absl::string_view ns, RequestSta
 
 void DedupService::NoteResult(const storage::Operation& op,
                               const absl::StatusOr<storage::OpResult>& answer) {
-  if (answer.status().code() == absl::StatusCode::kPermissionDenied) {
-    metrics_->RecordDenied(storage::OpNamespace(op), DenyReason::kNotHolder);
-  }
   if (!answer.ok()) return;
   const storage::OpResult& result = *answer;
+  // Answered as a stale token, counted as the denial it is.
+  if (result.foreign_token)
+    metrics_->RecordDenied(storage::OpNamespace(op), DenyReason::kNotHolder);
   metrics_->RecordOperation(op, result);
   if (!result.takeover && !result.poisoned) return;
   const storage::Record& record = result.record;
