@@ -193,7 +193,6 @@ void DedupService::NoteResult(const storage::Operation& op,
   fields.emplace_back("attempts", record.attempts);
   if (result.takeover) {
     fields.emplace_back("owner", record.owner);
-    fields.emplace_back("token", record.token);
     LogEvent(spdlog::level::info, "lease takeover", fields);
   }
   if (result.poisoned) LogEvent(spdlog::level::warn, "key poisoned (FAILED)", fields);
