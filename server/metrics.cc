@@ -52,6 +52,10 @@ constexpr std::array<const char*, 3> kDropReasons = {"completed_retention", "fai
 
 }  // namespace
 
+void Metrics::RecordConnectionRefused(ConnectionRefusal reason) {
+  connections_refused_[static_cast<size_t>(reason)]->Increment();
+}
+
 const char* MethodName(Method method) {
   static constexpr std::array<const char*, kMethodCount> kNames = {
       "Claim", "Complete", "Release", "Extend", "Query", "Batch", "Stream", "Scan"};
@@ -168,6 +172,20 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
                               "corrupt block (answered DATA_LOSS, or skipped by Scan).")
                           .Register(*registry_)
                           .Add({});
+  auto& refused = BuildCounter()
+                      .Name("dedup_connections_refused_total")
+                      .Help(
+                          "TCP connections to the gRPC port closed as soon as they were "
+                          "accepted, by reason: server_limit (limits.max_connections open), "
+                          "address_limit (limits.max_connections_per_address open from its "
+                          "address), descriptors (no file descriptor left).")
+                      .Register(*registry_);
+  connections_refused_ = {&refused.Add({{"reason", "server_limit"}}),
+                          &refused.Add({{"reason", "address_limit"}}),
+                          &refused.Add({{"reason", "descriptors"}})};
+  connections_open_ = gauge("dedup_connections_open",
+                            "TCP connections to the gRPC port, as last counted (those closed "
+                            "since may still count).");
   BuildGauge()
       .Name("dedup_build_info")
       .Help("Always 1; the version label says which dedupd runs.")

@@ -1,5 +1,6 @@
 #include "server/server_settings.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -189,6 +190,15 @@ absl::Status ResolveLimits(const v1::LimitsConfig& in, ServerLimits* out) {
   s.Update(ParseDurationField(in.max_connection_age_grace(), out->max_connection_age_grace_ms, 0,
                               "limits.max_connection_age_grace",
                               &out->max_connection_age_grace_ms));
+  s.Update(ResolveCount(in.max_connections(), 1, 1 << 20, "limits.max_connections",
+                        &out->max_connections));
+  if (s.ok()) {
+    // Unset, a per-address share is at most the whole.
+    out->max_connections_per_address =
+        std::min(out->max_connections_per_address, out->max_connections);
+    s.Update(ResolveCount(in.max_connections_per_address(), 1, out->max_connections,
+                          "limits.max_connections_per_address", &out->max_connections_per_address));
+  }
   if (s.ok() && out->max_connection_age_ms > 0 && out->max_connection_age_ms < 1000) {
     return absl::InvalidArgumentError(
         "limits.max_connection_age: must be 0s (none) or at least 1s");
@@ -485,7 +495,9 @@ std::string DescribeSettings(const ServerSettings& s) {
       " max_stream_batches=", s.limits.max_stream_batches,
       " max_stream_answer_bytes=", s.limits.max_stream_answer_bytes,
       " max_concurrent_streams=", s.limits.max_concurrent_streams,
-      " max_open_streams=", s.limits.max_open_streams);
+      " max_open_streams=", s.limits.max_open_streams,
+      " max_connections=", s.limits.max_connections,
+      " max_connections_per_address=", s.limits.max_connections_per_address);
 }
 
 }  // namespace dedup::server

@@ -40,6 +40,8 @@ TEST(ServerSettingsTest, LimitsHaveTheirDefaults) {
   EXPECT_EQ(limits.max_open_streams, 128u);
   EXPECT_EQ(limits.max_connection_age_ms, 3600'000);
   EXPECT_EQ(limits.max_connection_age_grace_ms, 30'000);
+  EXPECT_EQ(limits.max_connections, 4096u);
+  EXPECT_EQ(limits.max_connections_per_address, 512u);
 }
 
 // Three nodes, each shard on all three, coordinated by etcd.
@@ -93,6 +95,13 @@ TEST(ServerSettingsTest, ALimitOutOfRangeIsRefusedNamingIt) {
   settings = Resolve("limits { max_send_message_bytes: 1048576 }");
   EXPECT_THAT(settings.status().message(), HasSubstr("limits.max_batch_answer_bytes"))
       << "the default answer cap no longer fits in one message";
+  settings = Resolve("limits { max_connections: 100 max_connections_per_address: 200 }");
+  EXPECT_THAT(settings.status().message(),
+              HasSubstr("limits.max_connections_per_address: must be 1..100, got 200"));
+  // Unset, a share is at most the whole.
+  settings = Resolve("limits { max_connections: 100 }");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->limits.max_connections_per_address, 100u);
 }
 
 TEST(ServerSettingsTest, MemtableIsAHashWhereNoShardMoves) {
