@@ -16,6 +16,7 @@
 #include "grpcpp/server_builder.h"
 #include "prometheus/text_serializer.h"
 #include "server/connection_gate.h"
+#include "server/grpc_log.h"
 #include "server/logging.h"
 #include "spdlog/spdlog.h"
 
@@ -64,6 +65,7 @@ std::string EtcdPrefix(const ServerSettings& settings) {
 
 absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSettings& settings,
                                                                 const storage::Clock* clock) {
+  RouteGrpcLog();
   std::unique_ptr<DedupServer> server(new DedupServer());
   absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(settings.auth);
   if (!auth.ok()) return auth.status();
@@ -296,6 +298,7 @@ HttpResponse DedupServer::Probe(bool readiness) const {
 HttpResponse DedupServer::Scrape() const {
   metrics_->SetReady(Ready());
   metrics_->SetOpenConnections(ConnectionGate::Get().OpenConnections(port_));
+  metrics_->RecordTlsHandshakeFailures(FailedTlsHandshakes());
   std::vector<prometheus::MetricFamily> families = metrics_->registry()->Collect();
   std::vector<prometheus::MetricFamily> process = process_metrics_.Collect();
   families.insert(families.end(), process.begin(), process.end());

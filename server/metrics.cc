@@ -52,6 +52,14 @@ constexpr std::array<const char*, 3> kDropReasons = {"completed_retention", "fai
 
 }  // namespace
 
+void Metrics::RecordTlsHandshakeFailures(uint64_t total) {
+  absl::MutexLock lock(&storage_mu_);
+  if (total > tls_handshake_failures_seen_) {
+    tls_handshake_failures_->Increment(static_cast<double>(total - tls_handshake_failures_seen_));
+    tls_handshake_failures_seen_ = total;
+  }
+}
+
 void Metrics::RecordConnectionRefused(ConnectionRefusal reason) {
   connections_refused_[static_cast<size_t>(reason)]->Increment();
 }
@@ -183,6 +191,13 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
   connections_refused_ = {&refused.Add({{"reason", "server_limit"}}),
                           &refused.Add({{"reason", "address_limit"}}),
                           &refused.Add({{"reason", "descriptors"}})};
+  tls_handshake_failures_ = &BuildCounter()
+                                 .Name("dedup_tls_handshake_failures_total")
+                                 .Help(
+                                     "TLS handshakes that failed (no or a bad client "
+                                     "certificate, no shared protocol or cipher, not TLS).")
+                                 .Register(*registry_)
+                                 .Add({});
   connections_open_ = gauge("dedup_connections_open",
                             "TCP connections to the gRPC port, as last counted (those closed "
                             "since may still count).");

@@ -81,6 +81,9 @@ class Metrics {
   // dedup_connections_refused_total: one connection closed as soon as it
   // was accepted (connection_gate.h).
   void RecordConnectionRefused(ConnectionRefusal reason);
+  // dedup_tls_handshake_failures_total, from the process's running total
+  // (grpc_log.h).
+  void RecordTlsHandshakeFailures(uint64_t total);
   // dedup_connections_open.
   void SetOpenConnections(size_t open) { connections_open_->Set(static_cast<double>(open)); }
 
@@ -144,6 +147,8 @@ class Metrics {
   prometheus::Counter* corrupt_records_;
   std::array<prometheus::Counter*, 3> connections_refused_;  // By ConnectionRefusal.
   prometheus::Gauge* connections_open_;
+  prometheus::Counter* tls_handshake_failures_;
+  uint64_t tls_handshake_failures_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;
   uint64_t corrupt_records_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;
   absl::Mutex storage_mu_;
 
