@@ -100,9 +100,10 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
       denied_(BuildCounter()
                   .Name("dedup_auth_denied_total")
                   .Help("Calls and Batch or Stream items refused by authorization, by namespace "
-                        "and reason: unauthenticated (no identity or an unknown bearer token), "
-                        "no_grant (the identity lacks the role), not_holder (a token of a claim "
-                        "another identity holds).")
+                        "and reason: unauthenticated (no identity), unknown_token (a bearer "
+                        "token not in the tokens file), throttled (a bearer token from an "
+                        "address braked for guessing), no_grant (the identity lacks the role), "
+                        "not_holder (a token of a claim another identity holds).")
                   .Register(*registry_)),
       requests_(BuildCounter()
                     .Name("dedup_requests_total")

@@ -42,6 +42,8 @@ TEST(ServerSettingsTest, LimitsHaveTheirDefaults) {
   EXPECT_EQ(limits.max_connection_age_grace_ms, 30'000);
   EXPECT_EQ(limits.max_connections, 4096u);
   EXPECT_EQ(limits.max_connections_per_address, 512u);
+  EXPECT_EQ(limits.max_open_streams_per_identity, 32u);
+  EXPECT_EQ(limits.max_queued_tasks_per_identity, 256u);
 }
 
 // Three nodes, each shard on all three, coordinated by etcd.
@@ -98,10 +100,34 @@ TEST(ServerSettingsTest, ALimitOutOfRangeIsRefusedNamingIt) {
   settings = Resolve("limits { max_connections: 100 max_connections_per_address: 200 }");
   EXPECT_THAT(settings.status().message(),
               HasSubstr("limits.max_connections_per_address: must be 1..100, got 200"));
+  settings = Resolve("limits { max_open_streams: 8 max_open_streams_per_identity: 9 }");
+  EXPECT_THAT(settings.status().message(),
+              HasSubstr("limits.max_open_streams_per_identity: must be 1..8, got 9"));
   // Unset, a share is at most the whole.
-  settings = Resolve("limits { max_connections: 100 }");
+  settings = Resolve("limits { max_connections: 100 max_open_streams: 8 }");
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_EQ(settings->limits.max_connections_per_address, 100u);
+  EXPECT_EQ(settings->limits.max_open_streams_per_identity, 8u);
+}
+
+TEST(ServerSettingsTest, TypedGrantIdentitiesAreCheckedAndUntyped) {
+  absl::StatusOr<ServerSettings> settings = Resolve(R"pb(
+    auth {
+      grants { identity: "uri:spiffe://prod/a" namespaces: "*" roles: "claim" }
+      grants { identity: "dns:worker.prod.example" namespaces: "*" roles: "claim" }
+    }
+  )pb");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->auth.grants[0].identity, "spiffe://prod/a");
+  EXPECT_EQ(settings->auth.grants[1].identity, "worker.prod.example");
+  settings = Resolve(
+      R"pb(auth { grants { identity: "dns:spiffe://prod/a" namespaces: "*" roles: "claim" } })pb");
+  EXPECT_THAT(settings.status().message(),
+              HasSubstr("auth.grants[0].identity: \"dns:spiffe://prod/a\" is not a host name"));
+  settings =
+      Resolve(R"pb(auth { grants { identity: "uri:worker" namespaces: "*" roles: "claim" } })pb");
+  EXPECT_THAT(settings.status().message(),
+              HasSubstr("auth.grants[0].identity: \"uri:worker\" is not a URI with a scheme"));
 }
 
 TEST(ServerSettingsTest, MemtableIsAHashWhereNoShardMoves) {
