@@ -109,7 +109,7 @@ struct Caller {
   // certificate (or without authentication).
   std::string token_digest;
   // Whose share of the server the call uses (tenant_quota.h): the
-  // identity, or without authentication "address:" and the peer's address.
+  // identity; empty without authentication, where no share applies.
   std::string tenant;
 };
 

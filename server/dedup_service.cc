@@ -52,10 +52,9 @@ grpc::Status AbandonedStatus(grpc::CallbackServerContext* context) {
 
 namespace {
 
-// How a refusal names the tenant: the caller's own identity or address.
+// How a refusal names the tenant: the caller's own identity.
 std::string TenantName(const Caller& caller) {
-  return caller.identity.empty() ? absl::StrCat("this address (", caller.tenant.substr(8), ")")
-                                 : absl::StrCat("identity '", caller.identity, "'");
+  return absl::StrCat("identity '", caller.identity, "'");
 }
 
 grpc::Status SubmitTo(WorkerPool* pool, std::function<void()> task) {
@@ -117,7 +116,6 @@ absl::StatusOr<Caller> DedupService::Authenticate(const grpc::CallbackServerCont
     metrics_->RecordDenied(ns, why);
     return caller;
   }
-  if (caller->identity.empty()) caller->tenant = absl::StrCat("address:", PeerHost(context.peer()));
   return caller;
 }
 

@@ -54,8 +54,8 @@ struct ServerLimits {
   // storage needs.
   uint32_t max_connections = 4096;
   uint32_t max_connections_per_address = 512;
-  // What one tenant (an identity, or without authentication a peer
-  // address) may hold at once (tenant_quota.h): open Stream calls, and
+  // What one authenticated identity may hold at once (tenant_quota.h;
+  // without grants nothing is limited per caller): open Stream calls, and
   // storage tasks (unary calls, Batches, batches of a Stream) queued or
   // running. Past either, RESOURCE_EXHAUSTED naming the limit, while other
   // tenants are still served.

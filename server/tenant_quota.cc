@@ -3,6 +3,7 @@
 namespace dedup::server {
 
 bool TenantQuota::TryOpenStream(const std::string& tenant) {
+  if (tenant.empty()) return true;
   absl::MutexLock lock(&mu_);
   Held& held = held_[tenant];
   if (held.streams >= limits_.max_open_streams) {
@@ -14,6 +15,7 @@ bool TenantQuota::TryOpenStream(const std::string& tenant) {
 }
 
 void TenantQuota::CloseStream(const std::string& tenant) {
+  if (tenant.empty()) return;
   absl::MutexLock lock(&mu_);
   auto it = held_.find(tenant);
   if (it == held_.end() || it->second.streams == 0) return;
@@ -22,6 +24,7 @@ void TenantQuota::CloseStream(const std::string& tenant) {
 }
 
 bool TenantQuota::TryStartTask(const std::string& tenant) {
+  if (tenant.empty()) return true;
   absl::MutexLock lock(&mu_);
   Held& held = held_[tenant];
   if (held.tasks >= limits_.max_queued_tasks) {
@@ -33,6 +36,7 @@ bool TenantQuota::TryStartTask(const std::string& tenant) {
 }
 
 void TenantQuota::FinishTask(const std::string& tenant) {
+  if (tenant.empty()) return;
   absl::MutexLock lock(&mu_);
   auto it = held_.find(tenant);
   if (it == held_.end() || it->second.tasks == 0) return;

@@ -14,7 +14,9 @@ namespace dedup::server {
 // take what the server-wide limits leave for all (design.md §10): open
 // Stream calls, and storage tasks (a unary call, a Batch, or one batch of
 // a Stream) queued for or held by a worker. A tenant is an authenticated
-// identity, or, without authentication, a peer address.
+// identity. Without authentication every caller is trusted alike and the
+// empty tenant is not limited: a loopback or single-tenant server keeps
+// the whole of the server-wide limits for its clients.
 //
 // Thread-safe. Tenants holding nothing take no memory.
 class TenantQuota {

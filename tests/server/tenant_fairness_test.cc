@@ -46,6 +46,15 @@ TEST(TenantQuotaTest, EachTenantHasItsOwnLimitsAndHoldsNothingOnceDone) {
   EXPECT_EQ(quota.tenants(), 0u);
 }
 
+TEST(TenantQuotaTest, CallersWithoutAnIdentityAreNotLimitedOneByOne) {
+  TenantQuota quota({/*max_open_streams=*/1, /*max_queued_tasks=*/1});
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(quota.TryOpenStream(""));
+    EXPECT_TRUE(quota.TryStartTask(""));
+  }
+  EXPECT_EQ(quota.tenants(), 0u);
+}
+
 // Two tenants by bearer token (plaintext is allowed on loopback), one
 // worker, and small per-identity limits.
 class TenantFairnessTest : public ServerTest {
