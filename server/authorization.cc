@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "grpc/grpc_security_constants.h"
 #include "openssl/evp.h"
 #include "spdlog/spdlog.h"
@@ -27,13 +29,6 @@ bool IsLowerHex(absl::string_view text) {
     if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && (c < 'a' || c > 'f')) return false;
   }
   return true;
-}
-
-// The first value of `property`, or empty.
-std::string FirstValue(const grpc::AuthContext& auth, const char* property) {
-  const std::vector<grpc::string_ref> values = auth.FindPropertyValues(property);
-  if (values.empty()) return "";
-  return std::string(values.front().data(), values.front().size());
 }
 
 // The token of an "authorization: Bearer TOKEN" header; nullopt when the
@@ -64,7 +59,25 @@ absl::StatusOr<TokenTable> ReadTokensFile(const std::string& path) {
   return ParseTokens(text.str(), path);
 }
 
+TokenGuessBrake::Options BrakeOptions(const AuthSettings& settings) {
+  TokenGuessBrake::Options options;
+  options.max_unknown = settings.max_unknown_tokens;
+  options.penalty = absl::Milliseconds(settings.unknown_token_penalty_ms);
+  return options;
+}
+
 }  // namespace
+
+std::string PeerHost(const std::string& peer) {
+  absl::string_view host = peer;
+  if (!absl::ConsumePrefix(&host, "ipv4:")) absl::ConsumePrefix(&host, "ipv6:");
+  if (const size_t colon = host.rfind(':'); colon != absl::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  absl::ConsumePrefix(&host, "[");
+  absl::ConsumeSuffix(&host, "]");
+  return std::string(host);
+}
 
 const char* RoleName(Role role) {
   switch (role) {
@@ -86,6 +99,10 @@ const char* DenyReasonName(DenyReason reason) {
       return "no_grant";
     case DenyReason::kNotHolder:
       return "not_holder";
+    case DenyReason::kUnknownToken:
+      return "unknown_token";
+    case DenyReason::kThrottled:
+      return "throttled";
   }
   return "unknown";
 }
@@ -132,11 +149,50 @@ absl::StatusOr<TokenTable> ParseTokens(absl::string_view text, absl::string_view
   return table;
 }
 
+bool IsDnsName(absl::string_view name) {
+  if (name.empty() || name.size() > 253) return false;
+  bool first = true;
+  for (absl::string_view label : absl::StrSplit(name, '.')) {
+    const bool wildcard = first && label == "*";
+    first = false;
+    if (wildcard) continue;
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
+      return false;
+    }
+    for (char c : label) {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-') return false;
+    }
+  }
+  return true;
+}
+
 std::string CertificateIdentity(const grpc::AuthContext& auth) {
   if (!auth.IsPeerAuthenticated()) return "";
-  std::string identity = FirstValue(auth, GRPC_PEER_URI_PROPERTY_NAME);
-  if (identity.empty()) identity = FirstValue(auth, GRPC_PEER_DNS_PROPERTY_NAME);
-  return identity;
+  for (const grpc::string_ref& uri : auth.FindPropertyValues(GRPC_PEER_URI_PROPERTY_NAME)) {
+    absl::string_view value(uri.data(), uri.size());
+    if (absl::StrContains(value, ':')) return std::string(value);
+  }
+  for (const grpc::string_ref& dns : auth.FindPropertyValues(GRPC_PEER_DNS_PROPERTY_NAME)) {
+    absl::string_view value(dns.data(), dns.size());
+    if (IsDnsName(value)) return std::string(value);
+  }
+  return "";
+}
+
+absl::StatusOr<std::string> GrantIdentity(absl::string_view written, absl::string_view field) {
+  if (absl::ConsumePrefix(&written, "uri:")) {
+    if (!absl::StrContains(written, ':')) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": \"uri:", written, "\" is not a URI with a scheme (e.g. uri:spiffe://prod/x)"));
+    }
+  } else if (absl::ConsumePrefix(&written, "dns:")) {
+    if (!IsDnsName(written)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": \"dns:", written, "\" is not a host name (letters, digits, hyphens and dots)"));
+    }
+  }
+  if (written.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty"));
+  return std::string(written);
 }
 
 Authorizer::FileStamp Authorizer::StampOf(const std::string& path) {
@@ -151,7 +207,7 @@ Authorizer::FileStamp Authorizer::StampOf(const std::string& path) {
 }
 
 Authorizer::Authorizer(const AuthSettings& settings)
-    : settings_(settings), tokens_(std::make_shared<TokenTable>()) {
+    : settings_(settings), tokens_(std::make_shared<TokenTable>()), brake_(BrakeOptions(settings)) {
   for (const Grant& grant : settings_.grants) grants_[grant.identity].push_back(&grant);
 }
 
@@ -199,9 +255,24 @@ std::shared_ptr<const TokenTable> Authorizer::tokens() const {
   return tokens_;
 }
 
-absl::StatusOr<Caller> Authorizer::Authenticate(const grpc::ServerContextBase& context) {
+absl::StatusOr<Caller> Authorizer::Authenticate(const grpc::ServerContextBase& context,
+                                                DenyReason* why) {
   if (!enabled()) return Caller();
+  DenyReason ignored;
+  if (why == nullptr) why = &ignored;
+  *why = DenyReason::kUnauthenticated;
   if (std::optional<std::string> token = BearerToken(context)) {
+    const std::string address = PeerHost(context.peer());
+    {
+      absl::MutexLock lock(&brake_mu_);
+      if (brake_.Braked(address, absl::Now())) {
+        *why = DenyReason::kThrottled;
+        return absl::UnauthenticatedError(absl::StrCat(
+            "too many unknown bearer tokens from this address: calls with a bearer token are "
+            "refused for ",
+            absl::FormatDuration(brake_.options().penalty), " after the last one"));
+      }
+    }
     if (token->empty()) {
       return absl::UnauthenticatedError(
           "the call must send one authorization header, \"Bearer TOKEN\" with a non-empty "
@@ -213,8 +284,13 @@ absl::StatusOr<Caller> Authorizer::Authenticate(const grpc::ServerContextBase& c
     std::string digest = Sha256Hex(*token);
     const std::shared_ptr<const TokenTable> table = tokens();
     const auto it = table->find(digest);
-    if (it == table->end()) return absl::UnauthenticatedError("bearer token not recognized");
-    return Caller{it->second, std::move(digest)};
+    if (it == table->end()) {
+      absl::MutexLock lock(&brake_mu_);
+      brake_.RecordUnknown(address, absl::Now());
+      *why = DenyReason::kUnknownToken;
+      return absl::UnauthenticatedError("bearer token not recognized");
+    }
+    return Caller{it->second, std::move(digest), it->second};
   }
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   std::string identity = auth != nullptr ? CertificateIdentity(*auth) : "";
@@ -223,7 +299,8 @@ absl::StatusOr<Caller> Authorizer::Authenticate(const grpc::ServerContextBase& c
         "no identity: present a client certificate with a URI or DNS subject alternative name, "
         "or a bearer token");
   }
-  return Caller{std::move(identity), ""};
+  std::string tenant = identity;
+  return Caller{std::move(identity), "", std::move(tenant)};
 }
 
 absl::Status Authorizer::Recheck(const Caller& caller) {

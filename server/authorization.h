@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/security/auth_context.h"
 #include "grpcpp/server_context.h"
+#include "server/token_guess_brake.h"
 
 namespace dedup::server {
 
@@ -41,11 +42,13 @@ const char* RoleName(Role role);
 // Why a call or an item was refused: the `reason` label of
 // dedup_auth_denied_total.
 enum class DenyReason {
-  kUnauthenticated,  // No identity, or a bearer token that is not known.
+  kUnauthenticated,  // No identity: no certificate with one, and no bearer token.
   kNoGrant,          // The identity lacks the role on the namespace.
   kNotHolder,        // The newest token of a claim another identity holds.
+  kUnknownToken,     // A bearer token that is not in the tokens file.
+  kThrottled,        // A bearer token from an address under the guessing brake.
 };
-inline constexpr int kDenyReasonCount = 3;
+inline constexpr int kDenyReasonCount = 5;
 const char* DenyReasonName(DenyReason reason);
 
 // One grant: `identity` may act in `role`s on `namespaces` ("*": all).
@@ -62,6 +65,10 @@ struct AuthSettings {
   // token in 64 hex digits; '#' begins a comment. Empty: none.
   std::string tokens_file;
   int64_t refresh_interval_ms = 10'000;  // How often tokens_file is checked.
+  // The brake on guessing tokens (token_guess_brake.h): unknown tokens one
+  // peer address may present per penalty.
+  uint32_t max_unknown_tokens = 20;
+  int64_t unknown_token_penalty_ms = 10'000;
   std::vector<Grant> grants;
 
   bool enabled() const { return !grants.empty(); }
@@ -76,8 +83,23 @@ using TokenTable = absl::flat_hash_map<std::string, std::string>;
 // Parses the text of a tokens file; errors name `path` and the line.
 absl::StatusOr<TokenTable> ParseTokens(absl::string_view text, absl::string_view path);
 
-// The identity in a verified client certificate, or empty.
+// The identity in a verified client certificate, or empty: its first URI
+// subject alternative name that has a scheme ("spiffe://prod/worker"), or
+// else its first DNS name that is a host name (letters, digits, hyphens
+// and dots; "*" as a first label). A URI always holds a ':' and a host
+// name never does, so a DNS name cannot stand in for a URI identity, nor
+// the other way round: a DNS name "spiffe://prod/worker" is no identity.
 std::string CertificateIdentity(const grpc::AuthContext& auth);
+
+// Whether `name` is a host name as above.
+bool IsDnsName(absl::string_view name);
+
+// The identity a grant's `identity` field names: "uri:X" is the URI X
+// (which must have a scheme), "dns:X" the DNS name X (a host name),
+// anything else as written (a URI, a DNS name or a bearer token's
+// identity). INVALID_ARGUMENT, naming `field`, for a typed name of the
+// wrong form.
+absl::StatusOr<std::string> GrantIdentity(absl::string_view written, absl::string_view field);
 
 // The authenticated caller of one call; empty identity when
 // authentication is off.
@@ -86,6 +108,9 @@ struct Caller {
   // The SHA-256 of the bearer token the identity came from; empty for a
   // certificate (or without authentication).
   std::string token_digest;
+  // Whose share of the server the call uses (tenant_quota.h): the
+  // identity; empty without authentication, where no share applies.
+  std::string tenant;
 };
 
 // Thread-safe. The tokens file is re-read when its modification time,
@@ -100,9 +125,14 @@ class Authorizer {
 
   bool enabled() const { return settings_.enabled(); }
 
-  // The caller of a call, or UNAUTHENTICATED saying what is missing.
-  // Always an empty Caller when authentication is off.
-  absl::StatusOr<Caller> Authenticate(const grpc::ServerContextBase& context);
+  // The caller of a call, or UNAUTHENTICATED saying what is missing, with
+  // `*why` (when not null) set to the reason: kUnauthenticated,
+  // kUnknownToken, or kThrottled for a bearer token from an address that
+  // presented auth.max_unknown_tokens unknown ones within
+  // auth.unknown_token_penalty. Always an empty Caller when
+  // authentication is off.
+  absl::StatusOr<Caller> Authenticate(const grpc::ServerContextBase& context,
+                                      DenyReason* why = nullptr);
 
   // OK when `caller` holds `role` on `ns` (always, when authentication is
   // off); PERMISSION_DENIED naming the identity, the namespace and the
@@ -144,7 +174,14 @@ class Authorizer {
   std::shared_ptr<const TokenTable> tokens_ ABSL_GUARDED_BY(mu_);
   FileStamp stamp_ ABSL_GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point next_check_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex brake_mu_;
+  TokenGuessBrake brake_ ABSL_GUARDED_BY(brake_mu_);
 };
+
+// The host of a gRPC peer URI ("ipv4:10.0.0.7:41234", "ipv6:[::1]:41234"),
+// without its port.
+std::string PeerHost(const std::string& peer);
 
 }  // namespace dedup::server
 

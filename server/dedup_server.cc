@@ -1,5 +1,7 @@
 #include "server/dedup_server.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -13,6 +15,8 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "prometheus/text_serializer.h"
+#include "server/connection_gate.h"
+#include "server/grpc_log.h"
 #include "server/logging.h"
 #include "spdlog/spdlog.h"
 
@@ -44,6 +48,10 @@ void ApplyTransportLimits(const ServerLimits& limits, grpc::ServerBuilder* build
   }
 }
 
+// How long readiness stays false after accepting failed for lack of
+// descriptors.
+constexpr absl::Duration kShortageMemory = absl::Seconds(1);
+
 // Threads that may wait for replication calls at once on a replicated node:
 // enough for every peer's shipping loop and a few moves or re-seeds.
 constexpr int kReplicationPollers = 16;
@@ -57,6 +65,7 @@ std::string EtcdPrefix(const ServerSettings& settings) {
 
 absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSettings& settings,
                                                                 const storage::Clock* clock) {
+  RouteGrpcLog();
   std::unique_ptr<DedupServer> server(new DedupServer());
   absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(settings.auth);
   if (!auth.ok()) return auth.status();
@@ -150,6 +159,7 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
         absl::StrCat("cannot listen on ", settings.listen,
                      " (address in use, or not an address this machine has)"));
   }
+  server->GuardConnections(settings.limits);
   server->grpc_server_->GetHealthCheckService()->SetServingStatus(v1::Dedup::service_full_name(),
                                                                   true);
   DedupServer* raw = server.get();
@@ -216,6 +226,30 @@ absl::Status DedupServer::JoinReplicatedCluster(const ServerSettings& settings) 
 
 DedupServer::~DedupServer() { Shutdown(absl::ZeroDuration()); }
 
+void DedupServer::GuardConnections(const ServerLimits& limits) {
+  ConnectionTable::Limits bounds{limits.max_connections, limits.max_connections_per_address};
+  // Half the descriptors stay for storage files, the HTTP endpoints and
+  // gRPC's own needs.
+  rlimit descriptors{};
+  if (getrlimit(RLIMIT_NOFILE, &descriptors) == 0 && descriptors.rlim_cur != RLIM_INFINITY) {
+    const uint64_t half = std::max<uint64_t>(descriptors.rlim_cur / 2, 16);
+    if (bounds.max_connections > half) {
+      LogEvent(spdlog::level::warn,
+               "limits.max_connections is above half the open-file limit; using half",
+               {{"max_connections", limits.max_connections},
+                {"open_file_limit", static_cast<uint64_t>(descriptors.rlim_cur)},
+                {"used", half}});
+      bounds.max_connections = static_cast<uint32_t>(half);
+      bounds.max_connections_per_address =
+          std::min(bounds.max_connections_per_address, bounds.max_connections);
+    }
+  }
+  Metrics* metrics = metrics_.get();
+  ConnectionGate::Get().Guard(port_, bounds, [metrics](ConnectionRefusal reason) {
+    metrics->RecordConnectionRefused(reason);
+  });
+}
+
 void DedupServer::OnStorageChange(const absl::Status& health) {
   if (health.ok()) {
     storage_ = StorageHealth::kHealthy;
@@ -236,7 +270,13 @@ void DedupServer::OnStorageChange(const absl::Status& health) {
   }
 }
 
-bool DedupServer::Ready() const { return storage_ == StorageHealth::kHealthy && !draining_; }
+bool DedupServer::ShortOfDescriptors() const {
+  return ConnectionGate::Get().ShortOfDescriptorsSince(port_, absl::Now() - kShortageMemory);
+}
+
+bool DedupServer::Ready() const {
+  return storage_ == StorageHealth::kHealthy && !draining_ && !ShortOfDescriptors();
+}
 
 HttpResponse DedupServer::Probe(bool readiness) const {
   const StorageHealth storage = storage_;
@@ -248,11 +288,17 @@ HttpResponse DedupServer::Probe(bool readiness) const {
     return {503, "text/plain; charset=utf-8", "storage out of space\n"};
   }
   if (draining_) return {503, "text/plain; charset=utf-8", "shutting down\n"};
+  if (ShortOfDescriptors()) {
+    return {503, "text/plain; charset=utf-8",
+            "out of file descriptors: new connections are refused\n"};
+  }
   return {200, "text/plain; charset=utf-8", "ok\n"};
 }
 
 HttpResponse DedupServer::Scrape() const {
   metrics_->SetReady(Ready());
+  metrics_->SetOpenConnections(ConnectionGate::Get().OpenConnections(port_));
+  metrics_->RecordTlsHandshakeFailures(FailedTlsHandshakes());
   std::vector<prometheus::MetricFamily> families = metrics_->registry()->Collect();
   std::vector<prometheus::MetricFamily> process = process_metrics_.Collect();
   families.insert(families.end(), process.begin(), process.end());
@@ -280,6 +326,7 @@ void DedupServer::Shutdown(absl::Duration grace) {
     // workers keep running meanwhile, so every call gets its Finish.
     grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     grpc_server_->Wait();
+    ConnectionGate::Get().Unguard(port_);
   }
   if (pool_ != nullptr) pool_->Shutdown();
   if (scan_pool_ != nullptr) scan_pool_->Shutdown();

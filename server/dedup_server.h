@@ -62,6 +62,9 @@ class DedupServer {
   Metrics* metrics() const { return metrics_.get(); }
   // Reads storage statistics and health now instead of at the next interval.
   void RefreshStorageStats() { monitor_->Refresh(); }
+  // What /readyz answers 200 for: serving, not draining, storage healthy,
+  // and no connection refused for lack of descriptors in the last second.
+  bool Ready() const;
 
  private:
   DedupServer() = default;
@@ -71,8 +74,11 @@ class DedupServer {
   // Where storage stands, as the monitor last reported it.
   enum class StorageHealth { kHealthy, kOutOfSpace, kFailed };
   void OnStorageChange(const absl::Status& health);
-  // What /readyz answers 200 for: serving, not draining, storage healthy.
-  bool Ready() const;
+  // Applies limits.max_connections and max_connections_per_address to the
+  // gRPC port (connection_gate.h).
+  void GuardConnections(const ServerLimits& limits);
+  // Whether accepting failed for lack of descriptors in the last second.
+  bool ShortOfDescriptors() const;
   HttpResponse Probe(bool readiness) const;
   // /metrics: the registry and the process metrics, read now.
   HttpResponse Scrape() const;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "server/logging.h"
 #include "server/response_builder.h"
 #include "server/scan_reactor.h"
@@ -35,7 +36,8 @@ DedupService::DedupService(storage::Store* store, WorkerPool* pool, WorkerPool* 
       shards_(std::move(shards)),
       translator_(std::move(translator)),
       limits_(limits),
-      execution_(execution) {}
+      execution_(execution),
+      tenants_({limits.max_open_streams_per_identity, limits.max_queued_tasks_per_identity}) {}
 
 grpc::Status AbandonedStatus(grpc::CallbackServerContext* context) {
   if (context->deadline() <= std::chrono::system_clock::now()) {
@@ -49,6 +51,11 @@ grpc::Status AbandonedStatus(grpc::CallbackServerContext* context) {
 }
 
 namespace {
+
+// How a refusal names the tenant: the caller's own identity.
+std::string TenantName(const Caller& caller) {
+  return absl::StrCat("identity '", caller.identity, "'");
+}
 
 grpc::Status SubmitTo(WorkerPool* pool, std::function<void()> task) {
   switch (pool->Submit(std::move(task))) {
@@ -64,12 +71,26 @@ grpc::Status SubmitTo(WorkerPool* pool, std::function<void()> task) {
 
 }  // namespace
 
-grpc::Status DedupService::Submit(std::function<void()> task) {
+grpc::Status DedupService::Submit(const Caller& caller, std::function<void()> task) {
+  if (!tenants_.TryStartTask(caller.tenant)) {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat(
+            "limits.max_queued_tasks_per_identity: ", limits_.max_queued_tasks_per_identity,
+            " calls of ", TenantName(caller), " are queued or running; retry with backoff"));
+  }
   if (execution_ == Execution::kInline && !store_->WritesStalled()) {
     task();
+    tenants_.FinishTask(caller.tenant);
     return grpc::Status::OK;
   }
-  return SubmitTo(pool_, std::move(task));
+  const grpc::Status queued =
+      SubmitTo(pool_, [this, tenant = caller.tenant, task = std::move(task)] {
+        task();
+        tenants_.FinishTask(tenant);
+      });
+  if (!queued.ok()) tenants_.FinishTask(caller.tenant);
+  return queued;
 }
 
 void DedupService::FinishAfterSync(grpc::Status status,
@@ -89,8 +110,12 @@ grpc::Status DedupService::SubmitScan(std::function<void()> task) {
 
 absl::StatusOr<Caller> DedupService::Authenticate(const grpc::CallbackServerContext& context,
                                                   absl::string_view ns) {
-  absl::StatusOr<Caller> caller = auth_->Authenticate(context);
-  if (!caller.ok()) metrics_->RecordDenied(ns, DenyReason::kUnauthenticated);
+  DenyReason why = DenyReason::kUnauthenticated;
+  absl::StatusOr<Caller> caller = auth_->Authenticate(context, &why);
+  if (!caller.ok()) {
+    metrics_->RecordDenied(ns, why);
+    return caller;
+  }
   return caller;
 }
 
@@ -180,11 +205,11 @@ void DedupService::RecordRequest(Method method, absl::string_view ns, RequestSta
 
 void DedupService::NoteResult(const storage::Operation& op,
                               const absl::StatusOr<storage::OpResult>& answer) {
-  if (answer.status().code() == absl::StatusCode::kPermissionDenied) {
-    metrics_->RecordDenied(storage::OpNamespace(op), DenyReason::kNotHolder);
-  }
   if (!answer.ok()) return;
   const storage::OpResult& result = *answer;
+  // Answered as a stale token, counted as the denial it is.
+  if (result.foreign_token)
+    metrics_->RecordDenied(storage::OpNamespace(op), DenyReason::kNotHolder);
   metrics_->RecordOperation(op, result);
   if (!result.takeover && !result.poisoned) return;
   const storage::Record& record = result.record;
@@ -193,7 +218,6 @@ void DedupService::NoteResult(const storage::Operation& op,
   fields.emplace_back("attempts", record.attempts);
   if (result.takeover) {
     fields.emplace_back("owner", record.owner);
-    fields.emplace_back("token", record.token);
     LogEvent(spdlog::level::info, "lease takeover", fields);
   }
   if (result.poisoned) LogEvent(spdlog::level::warn, "key poisoned (FAILED)", fields);
@@ -224,16 +248,17 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
     return reactor;
   }
   storage::SetIdentity(&*op, caller->identity);
-  const grpc::Status queued = Submit([this, context, response, fill, finish, op = std::move(*op)] {
-    if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
-      finish(abandoned);  // Nobody waits for the answer: storage is spared.
-      return;
-    }
-    absl::StatusOr<storage::OpResult> result = store_->Apply(op);
-    NoteResult(op, result);
-    if (result.ok()) fill(*result, response);
-    FinishAfterSync(ToGrpcStatus(result.status()), finish);
-  });
+  const grpc::Status queued =
+      Submit(*caller, [this, context, response, fill, finish, op = std::move(*op)] {
+        if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
+          finish(abandoned);  // Nobody waits for the answer: storage is spared.
+          return;
+        }
+        absl::StatusOr<storage::OpResult> result = store_->Apply(op);
+        NoteResult(op, result);
+        if (result.ok()) fill(*result, response);
+        FinishAfterSync(ToGrpcStatus(result.status()), finish);
+      });
   if (!queued.ok()) finish(queued);
   return reactor;
 }
@@ -287,7 +312,7 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
     return reactor;
   }
   const grpc::Status queued =
-      Submit([this, context, request, response, finish, caller = *std::move(caller)] {
+      Submit(*caller, [this, context, request, response, finish, caller = *caller] {
         if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
           finish("", abandoned);
           return;
@@ -346,12 +371,27 @@ std::string DedupService::ExecuteBatch(const v1::BatchRequest& request, const Ca
   return ns;
 }
 
-bool DedupService::TryOpenStream() {
+absl::Status DedupService::TryOpenStream(const Caller& caller) {
   uint32_t open = open_streams_.load(std::memory_order_relaxed);
   do {
-    if (open >= limits_.max_open_streams) return false;
+    if (open >= limits_.max_open_streams) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("limits.max_open_streams: ", limits_.max_open_streams,
+                       " Stream calls are open on this server"));
+    }
   } while (!open_streams_.compare_exchange_weak(open, open + 1, std::memory_order_relaxed));
-  return true;
+  if (!tenants_.TryOpenStream(caller.tenant)) {
+    open_streams_.fetch_sub(1, std::memory_order_relaxed);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "limits.max_open_streams_per_identity: ", limits_.max_open_streams_per_identity,
+        " Stream calls of ", TenantName(caller), " are open"));
+  }
+  return absl::OkStatus();
+}
+
+void DedupService::StreamClosed(const Caller& caller) {
+  tenants_.CloseStream(caller.tenant);
+  open_streams_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse>* DedupService::Stream(
@@ -364,12 +404,8 @@ grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse>* DedupService::Stre
     metrics_->RecordDenied("", DenyReason::kNoGrant);
     return new StreamReactor(this, any, /*counted=*/false);
   }
-  if (!TryOpenStream()) {
-    return new StreamReactor(this,
-                             absl::ResourceExhaustedError(
-                                 absl::StrCat("limits.max_open_streams: ", limits_.max_open_streams,
-                                              " Stream calls are open on this server")),
-                             /*counted=*/false);
+  if (absl::Status opened = TryOpenStream(*caller); !opened.ok()) {
+    return new StreamReactor(this, opened, /*counted=*/false);
   }
   return new StreamReactor(this, *std::move(caller), /*counted=*/true);
 }

@@ -13,6 +13,7 @@
 #include "server/request_translator.h"
 #include "server/server_settings.h"
 #include "server/shard_map.h"
+#include "server/tenant_quota.h"
 #include "server/worker_pool.h"
 #include "storage/store.h"
 
@@ -100,8 +101,10 @@ class DedupService final : public v1::Dedup::CallbackService {
 
   // Runs `task` now on this thread (inline execution while storage accepts
   // writes at full speed) or queues it on the worker pool (Scan's own pool
-  // for SubmitScan); on refusal, the status to answer.
-  grpc::Status Submit(std::function<void()> task);
+  // for SubmitScan); on refusal, the status to answer. `caller`'s tenant
+  // holds one of its limits.max_queued_tasks_per_identity until `task`
+  // has run.
+  grpc::Status Submit(const Caller& caller, std::function<void()> task);
   grpc::Status SubmitScan(std::function<void()> task);
   // Calls `finish` with `status` once the store has synced everything the
   // call's storage work wrote or read (storage::Store::AfterSync): at once
@@ -109,10 +112,11 @@ class DedupService final : public v1::Dedup::CallbackService {
   // sync replaces `status` with UNAVAILABLE.
   void FinishAfterSync(grpc::Status status, std::function<void(const grpc::Status&)> finish);
 
-  // Counts a Stream call in, or refuses it when limits().max_open_streams
-  // are open; StreamClosed counts one out.
-  bool TryOpenStream();
-  void StreamClosed() { open_streams_.fetch_sub(1, std::memory_order_relaxed); }
+  // Counts a Stream call of `caller` in, or returns RESOURCE_EXHAUSTED when
+  // limits().max_open_streams are open, or max_open_streams_per_identity
+  // of its tenant; StreamClosed counts one out.
+  absl::Status TryOpenStream(const Caller& caller);
+  void StreamClosed(const Caller& caller);
 
   WorkerPool* pool() const { return pool_; }
   const ServerLimits& limits() const { return limits_; }
@@ -141,6 +145,7 @@ class DedupService final : public v1::Dedup::CallbackService {
   const ServerLimits limits_;
   const Execution execution_;
   std::atomic<uint32_t> open_streams_{0};
+  TenantQuota tenants_;
 };
 
 // Why a call that waited for a worker must not reach storage: CANCELLED or

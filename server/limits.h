@@ -47,6 +47,20 @@ struct ServerLimits {
   // certificate again, at least this often. 0: no limit.
   int64_t max_connection_age_ms = 3600'000;
   int64_t max_connection_age_grace_ms = 30'000;
+  // TCP connections to the gRPC port open at once, and open at once from
+  // one peer address (an IPv6 /64); one more is closed as soon as it is
+  // accepted (connection_gate.h). The server-wide bound is further held to
+  // half the open-file limit, so connections cannot take the descriptors
+  // storage needs.
+  uint32_t max_connections = 4096;
+  uint32_t max_connections_per_address = 512;
+  // What one authenticated identity may hold at once (tenant_quota.h;
+  // without grants nothing is limited per caller): open Stream calls, and
+  // storage tasks (unary calls, Batches, batches of a Stream) queued or
+  // running. Past either, RESOURCE_EXHAUSTED naming the limit, while other
+  // tenants are still served.
+  uint32_t max_open_streams_per_identity = 32;
+  uint32_t max_queued_tasks_per_identity = 256;
 };
 
 }  // namespace dedup::server

@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dedup/build_info.h"
+#include "server/connection_gate.h"
 #include "server/dedup_server.h"
 #include "server/logging.h"
 #include "server/server_settings.h"
@@ -395,6 +396,8 @@ int main(int argc, char** argv) {
              "reach it can read and forge every call",
              {{"listen", settings->listen}});
   }
+  // Before the server starts: its bound on connections follows the limit.
+  const uint64_t open_file_limit = dedup::server::RaiseDescriptorLimit();
   absl::StatusOr<std::unique_ptr<dedup::server::DedupServer>> server =
       dedup::server::DedupServer::Start(*settings);
   if (!server.ok()) {
@@ -407,6 +410,7 @@ int main(int argc, char** argv) {
                                    {"probe_port", (*server)->probe_port()},
                                    {"data_dir", settings->store.path},
                                    {"shards", (*server)->store()->shard_count()},
+                                   {"open_file_limit", open_file_limit},
                                    {"allocator", AllocatorName()}};
   if (const std::optional<int64_t> decay = AllocatorMuzzyDecayMs(); decay.has_value()) {
     serving.emplace_back("allocator_muzzy_decay_ms", *decay);

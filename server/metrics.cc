@@ -52,6 +52,18 @@ constexpr std::array<const char*, 3> kDropReasons = {"completed_retention", "fai
 
 }  // namespace
 
+void Metrics::RecordTlsHandshakeFailures(uint64_t total) {
+  absl::MutexLock lock(&storage_mu_);
+  if (total > tls_handshake_failures_seen_) {
+    tls_handshake_failures_->Increment(static_cast<double>(total - tls_handshake_failures_seen_));
+    tls_handshake_failures_seen_ = total;
+  }
+}
+
+void Metrics::RecordConnectionRefused(ConnectionRefusal reason) {
+  connections_refused_[static_cast<size_t>(reason)]->Increment();
+}
+
 const char* MethodName(Method method) {
   static constexpr std::array<const char*, kMethodCount> kNames = {
       "Claim", "Complete", "Release", "Extend", "Query", "Batch", "Stream", "Scan"};
@@ -88,9 +100,10 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
       denied_(BuildCounter()
                   .Name("dedup_auth_denied_total")
                   .Help("Calls and Batch or Stream items refused by authorization, by namespace "
-                        "and reason: unauthenticated (no identity or an unknown bearer token), "
-                        "no_grant (the identity lacks the role), not_holder (a token of a claim "
-                        "another identity holds).")
+                        "and reason: unauthenticated (no identity), unknown_token (a bearer "
+                        "token not in the tokens file), throttled (a bearer token from an "
+                        "address braked for guessing), no_grant (the identity lacks the role), "
+                        "not_holder (a token of a claim another identity holds).")
                   .Register(*registry_)),
       requests_(BuildCounter()
                     .Name("dedup_requests_total")
@@ -168,6 +181,27 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
                               "corrupt block (answered DATA_LOSS, or skipped by Scan).")
                           .Register(*registry_)
                           .Add({});
+  auto& refused = BuildCounter()
+                      .Name("dedup_connections_refused_total")
+                      .Help(
+                          "TCP connections to the gRPC port closed as soon as they were "
+                          "accepted, by reason: server_limit (limits.max_connections open), "
+                          "address_limit (limits.max_connections_per_address open from its "
+                          "address), descriptors (no file descriptor left).")
+                      .Register(*registry_);
+  connections_refused_ = {&refused.Add({{"reason", "server_limit"}}),
+                          &refused.Add({{"reason", "address_limit"}}),
+                          &refused.Add({{"reason", "descriptors"}})};
+  tls_handshake_failures_ = &BuildCounter()
+                                 .Name("dedup_tls_handshake_failures_total")
+                                 .Help(
+                                     "TLS handshakes that failed (no or a bad client "
+                                     "certificate, no shared protocol or cipher, not TLS).")
+                                 .Register(*registry_)
+                                 .Add({});
+  connections_open_ = gauge("dedup_connections_open",
+                            "TCP connections to the gRPC port, as last counted (those closed "
+                            "since may still count).");
   BuildGauge()
       .Name("dedup_build_info")
       .Help("Always 1; the version label says which dedupd runs.")

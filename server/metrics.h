@@ -22,6 +22,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "server/authorization.h"
+#include "server/connection_gate.h"
 #include "server/proto_mapping.h"
 #include "server/status_convert.h"
 #include "storage/operation.h"
@@ -76,6 +77,15 @@ class Metrics {
 
   // Gauges and compaction counters from a fresh reading of the store.
   void RecordStorage(const storage::StoreStats& stats);
+
+  // dedup_connections_refused_total: one connection closed as soon as it
+  // was accepted (connection_gate.h).
+  void RecordConnectionRefused(ConnectionRefusal reason);
+  // dedup_tls_handshake_failures_total, from the process's running total
+  // (grpc_log.h).
+  void RecordTlsHandshakeFailures(uint64_t total);
+  // dedup_connections_open.
+  void SetOpenConnections(size_t open) { connections_open_->Set(static_cast<double>(open)); }
 
   // dedup_ready: 1 when /readyz would answer 200.
   void SetReady(bool ready) { ready_->Set(ready ? 1 : 0); }
@@ -135,6 +145,10 @@ class Metrics {
   uint64_t clock_forward_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;
   uint64_t clock_backward_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;
   prometheus::Counter* corrupt_records_;
+  std::array<prometheus::Counter*, 3> connections_refused_;  // By ConnectionRefusal.
+  prometheus::Gauge* connections_open_;
+  prometheus::Counter* tls_handshake_failures_;
+  uint64_t tls_handshake_failures_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;
   uint64_t corrupt_records_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;
   absl::Mutex storage_mu_;
 

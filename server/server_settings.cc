@@ -1,5 +1,6 @@
 #include "server/server_settings.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -189,6 +190,23 @@ absl::Status ResolveLimits(const v1::LimitsConfig& in, ServerLimits* out) {
   s.Update(ParseDurationField(in.max_connection_age_grace(), out->max_connection_age_grace_ms, 0,
                               "limits.max_connection_age_grace",
                               &out->max_connection_age_grace_ms));
+  s.Update(ResolveCount(in.max_connections(), 1, 1 << 20, "limits.max_connections",
+                        &out->max_connections));
+  if (s.ok()) {
+    // Unset, a per-address or per-identity share is at most the whole.
+    out->max_connections_per_address =
+        std::min(out->max_connections_per_address, out->max_connections);
+    out->max_open_streams_per_identity =
+        std::min(out->max_open_streams_per_identity, out->max_open_streams);
+    s.Update(ResolveCount(in.max_connections_per_address(), 1, out->max_connections,
+                          "limits.max_connections_per_address", &out->max_connections_per_address));
+    s.Update(ResolveCount(in.max_open_streams_per_identity(), 1, out->max_open_streams,
+                          "limits.max_open_streams_per_identity",
+                          &out->max_open_streams_per_identity));
+    s.Update(ResolveCount(in.max_queued_tasks_per_identity(), 1, 1 << 20,
+                          "limits.max_queued_tasks_per_identity",
+                          &out->max_queued_tasks_per_identity));
+  }
   if (s.ok() && out->max_connection_age_ms > 0 && out->max_connection_age_ms < 1000) {
     return absl::InvalidArgumentError(
         "limits.max_connection_age: must be 0s (none) or at least 1s");
@@ -233,15 +251,19 @@ absl::Status ResolveAuth(const v1::AuthConfig& in, AuthSettings* out) {
   out->tokens_file = in.tokens_file();
   absl::Status s = ParseDurationField(in.refresh_interval(), out->refresh_interval_ms, 100,
                                       "auth.refresh_interval", &out->refresh_interval_ms);
+  s.Update(ResolveCount(in.max_unknown_tokens(), 1, 1'000'000, "auth.max_unknown_tokens",
+                        &out->max_unknown_tokens));
+  s.Update(ParseDurationField(in.unknown_token_penalty(), out->unknown_token_penalty_ms, 100,
+                              "auth.unknown_token_penalty", &out->unknown_token_penalty_ms));
   if (!s.ok()) return s;
   for (int i = 0; i < in.grants_size(); ++i) {
     const v1::GrantConfig& g = in.grants(i);
     const std::string field = absl::StrCat("auth.grants[", i, "]");
     Grant grant;
-    grant.identity = g.identity();
-    if (grant.identity.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".identity: empty"));
-    }
+    absl::StatusOr<std::string> identity =
+        GrantIdentity(g.identity(), absl::StrCat(field, ".identity"));
+    if (!identity.ok()) return identity.status();
+    grant.identity = *std::move(identity);
     if (g.namespaces().empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".namespaces: name at least one namespace, or \"*\" for all"));
@@ -485,7 +507,11 @@ std::string DescribeSettings(const ServerSettings& s) {
       " max_stream_batches=", s.limits.max_stream_batches,
       " max_stream_answer_bytes=", s.limits.max_stream_answer_bytes,
       " max_concurrent_streams=", s.limits.max_concurrent_streams,
-      " max_open_streams=", s.limits.max_open_streams);
+      " max_open_streams=", s.limits.max_open_streams,
+      " max_connections=", s.limits.max_connections,
+      " max_connections_per_address=", s.limits.max_connections_per_address,
+      " max_open_streams_per_identity=", s.limits.max_open_streams_per_identity,
+      " max_queued_tasks_per_identity=", s.limits.max_queued_tasks_per_identity);
 }
 
 }  // namespace dedup::server

@@ -68,29 +68,30 @@ void StreamReactor::OnReadDone(bool ok) {
   }
   const RequestStart start = NowForLatency();
   service_->metrics()->RequestStarted();
-  const grpc::Status queued = service_->Submit([this, start, request = std::move(request)] {
-    v1::BatchResponse response;
-    const std::string ns = service_->ExecuteBatch(request, caller_, &response);
-    auto answer = [this, start, ns](v1::BatchResponse response, const absl::Status& synced) {
-      const grpc::Status status = synced.ok() ? grpc::Status::OK : ToGrpcStatus(synced);
-      service_->RecordRequest(Method::kStream, ns, start, status);
-      if (status.ok()) {
-        Answer(std::move(response));
-      } else {
-        Fail(status);
-      }
-    };
-    if (!service_->store()->SyncsInGroups()) {
-      answer(std::move(response), absl::OkStatus());
-      return;
-    }
-    // The answer leaves only once what it says is synced; the batch stays
-    // in flight meanwhile, which keeps the call open.
-    service_->store()->AfterSync(
-        [answer, response = std::move(response)](absl::Status synced) mutable {
-          answer(std::move(response), synced);
-        });
-  });
+  const grpc::Status queued =
+      service_->Submit(caller_, [this, start, request = std::move(request)] {
+        v1::BatchResponse response;
+        const std::string ns = service_->ExecuteBatch(request, caller_, &response);
+        auto answer = [this, start, ns](v1::BatchResponse response, const absl::Status& synced) {
+          const grpc::Status status = synced.ok() ? grpc::Status::OK : ToGrpcStatus(synced);
+          service_->RecordRequest(Method::kStream, ns, start, status);
+          if (status.ok()) {
+            Answer(std::move(response));
+          } else {
+            Fail(status);
+          }
+        };
+        if (!service_->store()->SyncsInGroups()) {
+          answer(std::move(response), absl::OkStatus());
+          return;
+        }
+        // The answer leaves only once what it says is synced; the batch stays
+        // in flight meanwhile, which keeps the call open.
+        service_->store()->AfterSync(
+            [answer, response = std::move(response)](absl::Status synced) mutable {
+              answer(std::move(response), synced);
+            });
+      });
   if (!queued.ok()) {
     // The batches already running are still answered before the status.
     service_->RecordRequest(Method::kStream, "", start, queued);
@@ -208,7 +209,7 @@ void StreamReactor::MaybeFinish() {
 }
 
 void StreamReactor::OnDone() {
-  if (counted_) service_->StreamClosed();
+  if (counted_) service_->StreamClosed(caller_);
   delete this;
 }
 

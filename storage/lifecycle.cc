@@ -112,14 +112,18 @@ bool HoldsClaim(const Record& record, uint64_t token) {
 // With authentication, the newest token is usable only by the identity that
 // took it: tokens count up per key, so knowing one proves nothing. A claim
 // taken without authentication (no holder) stays usable by its token alone.
-absl::Status CheckHolder(const Record& record, uint64_t token, const std::string& identity) {
-  if (identity.empty() || record.holder.empty() || record.token != token ||
-      record.holder == identity) {
-    return absl::OkStatus();
-  }
-  return absl::PermissionDeniedError(
-      "token belongs to the claim of another identity; only the identity that claimed the key "
-      "may complete, release or extend it");
+bool ForeignToken(const Record& record, uint64_t token, const std::string& identity) {
+  return !identity.empty() && !record.holder.empty() && record.token == token &&
+         record.holder != identity;
+}
+
+// The answer to another identity's use of the holder's token: exactly the
+// answer to any token that is not the newest, so that guessing tokens
+// cannot tell the live one (design.md §10). Flagged for the denial metric.
+Transition ForeignTokenAnswer(const Record& record, int64_t now_ms) {
+  Transition t = Answer(Outcome::kStaleToken, Visible(record, now_ms));
+  t.result.foreign_token = true;
+  return t;
 }
 
 absl::StatusOr<Transition> DecideComplete(const CompleteOp& op,
@@ -128,9 +132,7 @@ absl::StatusOr<Transition> DecideComplete(const CompleteOp& op,
   if (!current || (state == State::kAbsent && current->state != State::kInProgress)) {
     return Answer(Outcome::kNotFound, KeyOnly(op.ns, op.key));
   }
-  if (absl::Status holder = CheckHolder(*current, op.token, op.identity); !holder.ok()) {
-    return holder;
-  }
+  if (ForeignToken(*current, op.token, op.identity)) return ForeignTokenAnswer(*current, now_ms);
   if (state == State::kCompleted && current->token == op.token) {
     return Answer(Outcome::kAlreadyCompleted, *current);
   }
@@ -153,9 +155,7 @@ absl::StatusOr<Transition> DecideRelease(const ReleaseOp& op, const std::optiona
   if (!current || (state == State::kAbsent && current->state != State::kInProgress)) {
     return Answer(Outcome::kNotFound, KeyOnly(op.ns, op.key));
   }
-  if (absl::Status holder = CheckHolder(*current, op.token, op.identity); !holder.ok()) {
-    return holder;
-  }
+  if (ForeignToken(*current, op.token, op.identity)) return ForeignTokenAnswer(*current, now_ms);
   if (current->token == op.token && state == State::kReleased) {
     return Answer(Outcome::kOk, *current);  // A retry of this release.
   }
@@ -184,9 +184,7 @@ absl::StatusOr<Transition> DecideExtend(const ExtendOp& op, const std::optional<
   if (!current || (state == State::kAbsent && current->state != State::kInProgress)) {
     return Answer(Outcome::kNotFound, KeyOnly(op.ns, op.key));
   }
-  if (absl::Status holder = CheckHolder(*current, op.token, op.identity); !holder.ok()) {
-    return holder;
-  }
+  if (ForeignToken(*current, op.token, op.identity)) return ForeignTokenAnswer(*current, now_ms);
   if (!HoldsClaim(*current, op.token)) {
     return Answer(Outcome::kStaleToken, Visible(*current, now_ms));
   }

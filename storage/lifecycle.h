@@ -25,9 +25,10 @@ struct Transition {
 using TokenSource = absl::FunctionRef<absl::StatusOr<uint64_t>()>;
 
 // Decides `op` against `current` (nullopt: nothing stored) at `now_ms`.
-// Fails when `next_token` fails, and with PERMISSION_DENIED when an
-// authenticated Complete, Release or Extend presents the newest token of a
-// claim another identity holds (design.md §10).
+// Fails only when `next_token` fails. An authenticated Complete, Release or
+// Extend that presents the newest token of a claim another identity holds
+// changes nothing and is answered STALE_TOKEN exactly as a token that is not
+// the newest would be, with OpResult::foreign_token set (design.md §10).
 //
 // Rules beyond the state diagram:
 //  - fingerprints mismatch only when both sides are non-empty and differ;

@@ -89,7 +89,10 @@ struct OpResult {
   Record record;
   bool takeover = false;  // Claim: acquired over an expired lease.
   bool poisoned = false;  // This operation made the key FAILED.
-  int64_t now_ms = 0;     // The storage time the answer was decided at.
+  // Complete, Release or Extend: answered STALE_TOKEN because the token is
+  // the newest of a claim another identity holds (lifecycle.h).
+  bool foreign_token = false;
+  int64_t now_ms = 0;  // The storage time the answer was decided at.
 };
 
 // Sets the authenticated caller of a Claim, Complete, Release or Extend;

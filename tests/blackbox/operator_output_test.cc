@@ -125,6 +125,9 @@ TEST(OperatorOutputTest, JsonLogIsOneObjectPerLineWithKeysOnlyAsHashes) {
   EXPECT_TRUE(takeover->contains("shard") && (*takeover)["shard"].is_number()) << takeover->dump();
   EXPECT_EQ(takeover->value("owner", ""), "worker-b");
   EXPECT_FALSE(takeover->contains("key")) << takeover->dump();
+  // Fencing tokens guard downstream systems too: the new holder's live
+  // token is a secret, never logged.
+  EXPECT_FALSE(takeover->contains("token")) << takeover->dump();
   for (const Json& line : lines) {
     EXPECT_EQ(line.dump().find(kKey), std::string::npos) << "key in clear: " << line.dump();
   }

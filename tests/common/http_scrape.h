@@ -7,9 +7,11 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
 #include <string>
 
@@ -59,6 +61,20 @@ inline HttpReply HttpGet(int port, const std::string& path) {
   if (!absl::SimpleAtoi(raw.substr(space + 1, 3), &reply.code)) return reply;
   reply.body = raw.substr(body + 4);
   return reply;
+}
+
+// Whether the peer of connection `fd` ended it (EOF or reset) within
+// `timeout`; bytes it sends first are read and dropped.
+inline bool ClosedByPeerWithin(int fd, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd readable{fd, POLLIN, 0};
+    if (left.count() <= 0 || poll(&readable, 1, static_cast<int>(left.count())) <= 0) return false;
+    char buffer[256];
+    if (read(fd, buffer, sizeof(buffer)) <= 0) return true;
+  }
 }
 
 // Series → value from the Prometheus text format; labels as printed

@@ -61,6 +61,7 @@ constexpr char kGrants[] = R"pb(
   grants { identity: "spiffe://test/worker-a" namespaces: "payments" roles: "claim" }
   grants { identity: "spiffe://test/worker-b" namespaces: "payments" roles: "claim" }
   grants { identity: "spiffe://test/ops" namespaces: "*" roles: "admin" }
+  grants { identity: "dns:worker-c.test" namespaces: "payments" roles: "claim" }
 )pb";
 
 class AuthorizationTest : public ::testing::TestWithParam<Transport> {
@@ -70,6 +71,10 @@ class AuthorizationTest : public ::testing::TestWithParam<Transport> {
     certs_.AddClient("ops", "URI:spiffe://test/ops");
     certs_.AddClient("nobody", "URI:spiffe://test/nobody");
     certs_.AddClient("anonymous", "");
+    if (GetParam() == Transport::kMutualTls) {
+      certs_.AddClient("dns-imposter", "DNS:spiffe://test/worker-b");
+      certs_.AddClient("worker-c", "DNS:worker-c.test");
+    }
     tokens_file_ = certs_.dir() + "/tokens";
     std::ofstream(tokens_file_) << "# identity and the SHA-256 of its token\n"
                                 << TokenLine("spiffe://test/worker-a", kTokenA)
@@ -82,7 +87,8 @@ class AuthorizationTest : public ::testing::TestWithParam<Transport> {
                                                certs_.Key("server"), "' }");
     const std::string config = absl::StrCat("durability: 'buffered' namespaces { name: '", kNs,
                                             "' } ", tls, " auth { tokens_file: '", tokens_file_,
-                                            "' refresh_interval: '100ms' ", kGrants, " }");
+                                            "' refresh_interval: '100ms' max_unknown_tokens: 5 ",
+                                            "unknown_token_penalty: '500ms' ", kGrants, " }");
     absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(config, nullptr);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -287,25 +293,45 @@ TEST_P(AuthorizationTest, AnotherIdentityCanNeitherUseNorLearnAClaimsToken) {
   ASSERT_TRUE(b->Query(NewContext().get(), QueryOf(kNs, "order-1"), &query).ok());
   EXPECT_EQ(query.record().token(), 0u);
 
-  // B has the token anyway (tokens count up per key): every use is refused.
+  // B has the token anyway (tokens count up per key): every use is refused,
+  // answered exactly as a guess that is not the newest token is, so that
+  // guessing cannot find the live one.
   v1::CompleteResponse complete;
-  EXPECT_EQ(b->Complete(NewContext().get(), CompleteOf(kNs, "order-1", token, "forged"), &complete)
-                .error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
+  v1::CompleteResponse complete_guess;
+  ASSERT_THAT(
+      b->Complete(NewContext().get(), CompleteOf(kNs, "order-1", token, "forged"), &complete),
+      IsOk());
+  ASSERT_THAT(b->Complete(NewContext().get(), CompleteOf(kNs, "order-1", token + 1000, "forged"),
+                          &complete_guess),
+              IsOk());
+  EXPECT_EQ(complete.outcome(), v1::CompleteResponse::STALE_TOKEN);
+  EXPECT_EQ(complete.SerializeAsString(), complete_guess.SerializeAsString())
+      << complete.ShortDebugString() << " vs " << complete_guess.ShortDebugString();
   for (int i = 0; i < 5; ++i) {
     v1::ReleaseResponse release;
-    EXPECT_EQ(
-        b->Release(NewContext().get(), ReleaseOf(kNs, "order-1", token), &release).error_code(),
-        grpc::StatusCode::PERMISSION_DENIED);
+    v1::ReleaseResponse release_guess;
+    ASSERT_THAT(b->Release(NewContext().get(), ReleaseOf(kNs, "order-1", token), &release), IsOk());
+    ASSERT_THAT(
+        b->Release(NewContext().get(), ReleaseOf(kNs, "order-1", token + 1 + i), &release_guess),
+        IsOk());
+    EXPECT_EQ(release.outcome(), v1::ReleaseResponse::STALE_TOKEN);
+    EXPECT_EQ(release.SerializeAsString(), release_guess.SerializeAsString());
   }
   v1::ExtendResponse extend;
-  EXPECT_EQ(b->Extend(NewContext().get(), ExtendOf(kNs, "order-1", token), &extend).error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
+  v1::ExtendResponse extend_guess;
+  ASSERT_THAT(b->Extend(NewContext().get(), ExtendOf(kNs, "order-1", token), &extend), IsOk());
+  ASSERT_THAT(b->Extend(NewContext().get(), ExtendOf(kNs, "order-1", token + 7), &extend_guess),
+              IsOk());
+  EXPECT_EQ(extend.outcome(), v1::ExtendResponse::STALE_TOKEN);
+  EXPECT_EQ(extend.SerializeAsString(), extend_guess.SerializeAsString());
   v1::BatchRequest batch;
   *batch.add_operations() = Op(CompleteOf(kNs, "order-1", token, "forged in a batch"));
+  *batch.add_operations() = Op(CompleteOf(kNs, "order-1", token + 1, "forged in a batch"));
   v1::BatchResponse answered;
   ASSERT_TRUE(b->Batch(NewContext().get(), batch, &answered).ok());
-  EXPECT_EQ(answered.results(0).error().code(), grpc::StatusCode::PERMISSION_DENIED);
+  ASSERT_EQ(answered.results_size(), 2);
+  EXPECT_FALSE(answered.results(0).has_error()) << answered.results(0).ShortDebugString();
+  EXPECT_EQ(answered.results(0).SerializeAsString(), answered.results(1).SerializeAsString());
   EXPECT_EQ(Denied(kNs, "not_holder"), 1 + 5 + 1 + 1);
 
   // A's claim is untouched: A completes it with its own result.
@@ -321,6 +347,22 @@ TEST_P(AuthorizationTest, AnotherIdentityCanNeitherUseNorLearnAClaimsToken) {
   ASSERT_TRUE(a->Claim(NewContext().get(), ClaimOf(kNs, "order-2", "worker"), &again).ok());
   EXPECT_EQ(again.outcome(), v1::ClaimResponse::ACQUIRED);
   EXPECT_EQ(again.token(), claimed.token());
+}
+
+// A URI has a ':' and a host name none: a certificate whose DNS name reads
+// like a granted URI has no identity at all, and a typed "dns:" grant
+// admits a certificate's real host name.
+TEST_P(AuthorizationTest, ADnsNameNeverStandsInForAUriIdentity) {
+  if (GetParam() != Transport::kMutualTls) GTEST_SKIP() << "certificates only";
+  v1::ClaimResponse claimed;
+  const grpc::Status imposter =
+      StubWith("dns-imposter", "")
+          ->Claim(NewContext().get(), ClaimOf(kNs, "order-9", "worker"), &claimed);
+  EXPECT_EQ(imposter.error_code(), grpc::StatusCode::UNAUTHENTICATED) << imposter.error_message();
+  EXPECT_THAT(StubWith("worker-c", "")
+                  ->Claim(NewContext().get(), ClaimOf(kNs, "order-9", "worker"), &claimed),
+              IsOk());
+  EXPECT_EQ(claimed.outcome(), v1::ClaimResponse::ACQUIRED);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, AuthorizationTest,
@@ -357,6 +399,55 @@ TEST_P(BearerTokenTest, AnUnknownTokenIsUnauthenticatedAndANewOneWorksOnceTheFil
   EXPECT_EQ(
       StubWith("", kTokenA)->Query(NewContext().get(), QueryOf(kNs, "k"), &response).error_code(),
       grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// The brake on guessing: once an address has presented 5 unknown tokens
+// within the penalty (500 ms here), its calls with any bearer token, the
+// right one too, are refused without a look-up until the penalty has
+// passed since the last unknown one. Each refusal is counted by reason.
+TEST_P(BearerTokenTest, GuessingTokensFromOneAddressIsBraked) {
+  v1::QueryResponse response;
+  for (int i = 0; i < 5; ++i) {
+    const grpc::Status guess = StubWith("", absl::StrCat("guess-", i, "-0123456789abcdef"))
+                                   ->Query(NewContext().get(), QueryOf(kNs, "k"), &response);
+    EXPECT_EQ(guess.error_message(), "bearer token not recognized");
+  }
+  const grpc::Status braked =
+      StubWith("", kTokenA)->Query(NewContext().get(), QueryOf(kNs, "k"), &response);
+  EXPECT_EQ(braked.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(braked.error_message(),
+              ::testing::HasSubstr("too many unknown bearer tokens from this address"));
+  EXPECT_EQ(Denied(kNs, "unknown_token"), 5);
+  EXPECT_EQ(Denied(kNs, "throttled"), 1);
+  EXPECT_EQ(Denied(kNs, "unauthenticated"), 0);
+
+  // Once the penalty has passed, the right token is served again.
+  grpc::Status after;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    after = StubWith("", kTokenA)->Query(NewContext().get(), QueryOf(kNs, "k"), &response);
+  } while (!after.ok() && std::chrono::steady_clock::now() < give_up);
+  EXPECT_TRUE(after.ok()) << after.error_message();
+}
+
+TEST(TokenGuessBrakeTest, BrakesAfterTheLimitUntilThePenaltyPassesSinceTheLastGuess) {
+  TokenGuessBrake::Options options;
+  options.max_unknown = 3;
+  options.penalty = absl::Seconds(10);
+  TokenGuessBrake brake(options);
+  const absl::Time t0 = absl::FromUnixSeconds(1'700'000'000);
+  brake.RecordUnknown("10.0.0.1", t0);
+  brake.RecordUnknown("10.0.0.1", t0 + absl::Seconds(1));
+  EXPECT_FALSE(brake.Braked("10.0.0.1", t0 + absl::Seconds(2)));
+  brake.RecordUnknown("10.0.0.1", t0 + absl::Seconds(2));
+  EXPECT_TRUE(brake.Braked("10.0.0.1", t0 + absl::Seconds(2)));
+  EXPECT_FALSE(brake.Braked("10.0.0.2", t0 + absl::Seconds(2))) << "per address";
+  EXPECT_TRUE(brake.Braked("10.0.0.1", t0 + absl::Seconds(11)));
+  EXPECT_FALSE(brake.Braked("10.0.0.1", t0 + absl::Seconds(12)));
+  // Guesses spread wider than the penalty never brake.
+  for (int i = 0; i < 10; ++i) brake.RecordUnknown("10.0.0.3", t0 + absl::Seconds(11 * i));
+  EXPECT_FALSE(brake.Braked("10.0.0.3", t0 + absl::Seconds(99)));
 }
 
 TEST_P(BearerTokenTest, AnUnreadableFileKeepsTheTokensLoadedBefore) {
@@ -475,15 +566,15 @@ TEST(AuthorizationPartsTest, AGrantCoversOnlyItsRolesAndNamespaces) {
   absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(settings);
   ASSERT_TRUE(auth.ok());
   const Authorizer& a = **auth;
-  EXPECT_TRUE(a.Authorize(Caller{"id-a", ""}, "payments", Role::kClaim).ok());
-  EXPECT_TRUE(a.Authorize(Caller{"id-a", ""}, "refunds", Role::kClaim).ok());
-  EXPECT_FALSE(a.Authorize(Caller{"id-a", ""}, "orders", Role::kClaim).ok());
-  EXPECT_TRUE(a.Authorize(Caller{"id-a", ""}, "orders", Role::kAdmin).ok());
-  EXPECT_FALSE(a.Authorize(Caller{"id-b", ""}, "payments", Role::kClaim).ok());
-  EXPECT_FALSE(a.Authorize(Caller{"id-b", ""}, "refunds", Role::kAdmin).ok());
-  EXPECT_FALSE(a.Authorize(Caller{"id-c", ""}, "refunds", Role::kClaim).ok());
-  EXPECT_TRUE(a.AuthorizeAny(Caller{"id-b", ""}).ok());
-  EXPECT_FALSE(a.AuthorizeAny(Caller{"id-c", ""}).ok());
+  EXPECT_TRUE(a.Authorize(Caller{"id-a", "", "id-a"}, "payments", Role::kClaim).ok());
+  EXPECT_TRUE(a.Authorize(Caller{"id-a", "", "id-a"}, "refunds", Role::kClaim).ok());
+  EXPECT_FALSE(a.Authorize(Caller{"id-a", "", "id-a"}, "orders", Role::kClaim).ok());
+  EXPECT_TRUE(a.Authorize(Caller{"id-a", "", "id-a"}, "orders", Role::kAdmin).ok());
+  EXPECT_FALSE(a.Authorize(Caller{"id-b", "", "id-b"}, "payments", Role::kClaim).ok());
+  EXPECT_FALSE(a.Authorize(Caller{"id-b", "", "id-b"}, "refunds", Role::kAdmin).ok());
+  EXPECT_FALSE(a.Authorize(Caller{"id-c", "", "id-c"}, "refunds", Role::kClaim).ok());
+  EXPECT_TRUE(a.AuthorizeAny(Caller{"id-b", "", "id-b"}).ok());
+  EXPECT_FALSE(a.AuthorizeAny(Caller{"id-c", "", "id-c"}).ok());
 }
 
 }  // namespace

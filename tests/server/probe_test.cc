@@ -5,10 +5,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/http_endpoint.h"
 #include "tests/common/http_scrape.h"
 #include "tests/server/test_server.h"
 
@@ -77,6 +80,78 @@ TEST_F(ProbeTest, EightSlowScrapersDoNotDelayTheProbes) {
             "HTTP/1.1 404 Not Found")
       << "the probe port serves the probes only";
   for (int fd : trickling) close(fd);
+}
+
+// Slowloris: 64 clients each holding a request that never ends. Probes
+// time out after 1 s, so /healthz must answer well within it on both ports.
+TEST_F(ProbeTest, SixtyFourSlowlorisConnectionsDoNotDelayTheProbes) {
+  for (const int port : {server_->server().probe_port(), server_->server().http_port()}) {
+    std::vector<int> slow;
+    for (int i = 0; i < 64; ++i) {
+      const int fd = ConnectLoopback(port);
+      ASSERT_GE(fd, 0);
+      ASSERT_EQ(write(fd, "GET /healthz HTTP/1.1\r\nX-Slow: ", 31), 31);
+      slow.push_back(fd);
+    }
+    // Another header line from each, as a slowloris client sends them.
+    for (int fd : slow) ASSERT_EQ(write(fd, "1\r\nX-Slower: ", 13), 13);
+
+    const auto start = std::chrono::steady_clock::now();
+    const std::string healthz = StatusLineWithin(port, "/healthz", std::chrono::seconds(1));
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(healthz, "HTTP/1.1 200 OK") << "port " << port;
+    EXPECT_LT(took, std::chrono::seconds(1));
+    std::printf(
+        "[ measured ] /healthz on port %d answered in %.2f ms beside 64 slowloris "
+        "connections (goal: 100 ms)\n",
+        port, std::chrono::duration<double, std::milli>(took).count());
+    for (int fd : slow) close(fd);
+  }
+}
+
+TEST(HttpEndpointTest, ARequestNotCompleteByItsDeadlineIsClosed) {
+  HttpEndpoint::Options options;
+  options.request_deadline = absl::Milliseconds(200);
+  auto endpoint = HttpEndpoint::Start("127.0.0.1:0",
+                                      {{"/healthz",
+                                        [] {
+                                          return HttpResponse{200, "text/plain", "ok\n"};
+                                        }}},
+                                      options);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  const int fd = ConnectLoopback((*endpoint)->port());
+  ASSERT_GE(fd, 0);
+  const auto start = std::chrono::steady_clock::now();
+  // A header line every 50 ms does not extend the deadline.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(write(fd, "X-Slow: 1\r\n", 11), 11);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(::dedup::test::ClosedByPeerWithin(fd, std::chrono::seconds(2)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  close(fd);
+}
+
+TEST(HttpEndpointTest, WhenEverySlotIsTakenTheOldestConnectionMakesRoom) {
+  HttpEndpoint::Options options;
+  options.max_connections = 4;
+  auto endpoint = HttpEndpoint::Start("127.0.0.1:0",
+                                      {{"/healthz",
+                                        [] {
+                                          return HttpResponse{200, "text/plain", "ok\n"};
+                                        }}},
+                                      options);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  const int port = (*endpoint)->port();
+  // Accepted in the order they connected: the first is the oldest.
+  std::vector<int> slow;
+  for (int i = 0; i < 4; ++i) {
+    slow.push_back(ConnectLoopback(port));
+    ASSERT_EQ(write(slow.back(), "GET /he", 7), 7);
+  }
+  EXPECT_EQ(StatusLineWithin(port, "/healthz", std::chrono::seconds(1)), "HTTP/1.1 200 OK");
+  EXPECT_TRUE(::dedup::test::ClosedByPeerWithin(slow.front(), std::chrono::seconds(1)));
+  for (int fd : slow) close(fd);
 }
 
 }  // namespace

@@ -40,6 +40,10 @@ TEST(ServerSettingsTest, LimitsHaveTheirDefaults) {
   EXPECT_EQ(limits.max_open_streams, 128u);
   EXPECT_EQ(limits.max_connection_age_ms, 3600'000);
   EXPECT_EQ(limits.max_connection_age_grace_ms, 30'000);
+  EXPECT_EQ(limits.max_connections, 4096u);
+  EXPECT_EQ(limits.max_connections_per_address, 512u);
+  EXPECT_EQ(limits.max_open_streams_per_identity, 32u);
+  EXPECT_EQ(limits.max_queued_tasks_per_identity, 256u);
 }
 
 // Three nodes, each shard on all three, coordinated by etcd.
@@ -93,6 +97,37 @@ TEST(ServerSettingsTest, ALimitOutOfRangeIsRefusedNamingIt) {
   settings = Resolve("limits { max_send_message_bytes: 1048576 }");
   EXPECT_THAT(settings.status().message(), HasSubstr("limits.max_batch_answer_bytes"))
       << "the default answer cap no longer fits in one message";
+  settings = Resolve("limits { max_connections: 100 max_connections_per_address: 200 }");
+  EXPECT_THAT(settings.status().message(),
+              HasSubstr("limits.max_connections_per_address: must be 1..100, got 200"));
+  settings = Resolve("limits { max_open_streams: 8 max_open_streams_per_identity: 9 }");
+  EXPECT_THAT(settings.status().message(),
+              HasSubstr("limits.max_open_streams_per_identity: must be 1..8, got 9"));
+  // Unset, a share is at most the whole.
+  settings = Resolve("limits { max_connections: 100 max_open_streams: 8 }");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->limits.max_connections_per_address, 100u);
+  EXPECT_EQ(settings->limits.max_open_streams_per_identity, 8u);
+}
+
+TEST(ServerSettingsTest, TypedGrantIdentitiesAreCheckedAndUntyped) {
+  absl::StatusOr<ServerSettings> settings = Resolve(R"pb(
+    auth {
+      grants { identity: "uri:spiffe://prod/a" namespaces: "*" roles: "claim" }
+      grants { identity: "dns:worker.prod.example" namespaces: "*" roles: "claim" }
+    }
+  )pb");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->auth.grants[0].identity, "spiffe://prod/a");
+  EXPECT_EQ(settings->auth.grants[1].identity, "worker.prod.example");
+  settings = Resolve(
+      R"pb(auth { grants { identity: "dns:spiffe://prod/a" namespaces: "*" roles: "claim" } })pb");
+  EXPECT_THAT(settings.status().message(),
+              HasSubstr("auth.grants[0].identity: \"dns:spiffe://prod/a\" is not a host name"));
+  settings =
+      Resolve(R"pb(auth { grants { identity: "uri:worker" namespaces: "*" roles: "claim" } })pb");
+  EXPECT_THAT(settings.status().message(),
+              HasSubstr("auth.grants[0].identity: \"uri:worker\" is not a URI with a scheme"));
 }
 
 TEST(ServerSettingsTest, MemtableIsAHashWhereNoShardMoves) {

@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(const std::string&
   if (!config.ok()) return config.status();
   std::unique_ptr<TestServer> test_server(new TestServer());
   config->set_listen("127.0.0.1:0");
-  // Metrics stay off unless a test asks (civetweb takes ~1 s to stop).
+  // Metrics stay off unless a test asks.
   if (config->metrics_listen().empty()) config->set_metrics_listen("off");
   config->set_data_dir(test_server->dir_.path() + "/data");
   absl::StatusOr<ServerSettings> settings = ResolveSettings(*config);

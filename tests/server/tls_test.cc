@@ -4,7 +4,11 @@
 // plaintext is refused; a rotated server certificate is picked up without
 // a restart.
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,6 +17,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/security/auth_context.h"
+#include "server/grpc_log.h"
+#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/spdlog.h"
+#include "tests/common/http_scrape.h"
 #include "tests/server/test_certs.h"
 #include "tests/server/test_server.h"
 
@@ -140,6 +148,58 @@ TEST_F(TlsTest, ARotatedServerCertificateIsUsedByNewConnectionsWithoutARestart) 
   const grpc::Status stream_status = stream->Finish();
   EXPECT_TRUE(stream_status.ok()) << stream_status.error_message();
   EXPECT_GT(streamed, 1u);
+}
+
+TEST(LogRateLimiterTest, OneLinePerIntervalPerSourceSayingHowManyWereHeldBack) {
+  LogRateLimiter limiter(absl::Seconds(10));
+  const absl::Time start = absl::FromUnixSeconds(1'700'000'000);
+  uint64_t suppressed = 99;
+  EXPECT_TRUE(limiter.Admit("a.cc:1", start, &suppressed));
+  EXPECT_EQ(suppressed, 0u);
+  EXPECT_FALSE(limiter.Admit("a.cc:1", start + absl::Seconds(1), &suppressed));
+  EXPECT_FALSE(limiter.Admit("a.cc:1", start + absl::Seconds(9), &suppressed));
+  EXPECT_TRUE(limiter.Admit("b.cc:2", start + absl::Seconds(9), &suppressed)) << "its own budget";
+  EXPECT_TRUE(limiter.Admit("a.cc:1", start + absl::Seconds(10), &suppressed));
+  EXPECT_EQ(suppressed, 2u);
+}
+
+// A hostile client can fail handshakes on purpose: each is counted, and
+// gRPC's line about it reaches the log (in dedupd's format) at most once
+// per 10 s, so the log cannot be flooded.
+TEST_F(TlsTest, FailedHandshakesAreCountedAndTheirLinesHeldBack) {
+  std::ostringstream captured;
+  const std::shared_ptr<spdlog::logger> saved = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "captured", std::make_shared<spdlog::sinks::ostream_sink_mt>(captured)));
+  const uint64_t before = FailedTlsHandshakes();
+  constexpr int kAttempts = 100;
+  for (int i = 0; i < kAttempts; ++i) {
+    const int fd = ::dedup::test::ConnectLoopback(server_->server().port());
+    ASSERT_GE(fd, 0);
+    constexpr char kNotTls[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(write(fd, kNotTls, sizeof(kNotTls) - 1), static_cast<ssize_t>(sizeof(kNotTls) - 1));
+    char buffer[256];
+    while (read(fd, buffer, sizeof(buffer)) > 0) {
+    }
+    close(fd);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (FailedTlsHandshakes() - before < kAttempts &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  spdlog::set_default_logger(saved);
+  const uint64_t failed = FailedTlsHandshakes() - before;
+  const std::string log = captured.str();
+  const size_t lines = std::count(log.begin(), log.end(), '\n');
+  std::printf("[ measured ] %d bad handshakes: %llu counted, %zu log lines (%zu bytes)\n",
+              kAttempts, static_cast<unsigned long long>(failed), lines, log.size());
+  EXPECT_EQ(failed, static_cast<uint64_t>(kAttempts));
+  EXPECT_LE(lines, 5u) << log;
+  // The server still serves a client with a certificate.
+  grpc::ClientContext context;
+  v1::ClaimResponse response;
+  EXPECT_TRUE(ClaimWith(*StubWith("ca", "client"), "after-flood", &response, &context).ok());
 }
 
 }  // namespace
