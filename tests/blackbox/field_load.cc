@@ -148,6 +148,16 @@ void FieldExperimentTest::ExpectEveryPaymentChargedOnce(
   }
 }
 
+void FieldExperimentTest::ExpectNoPaymentChargedTwice(
+    const std::vector<examples::PipelineReport>& reports) {
+  for (size_t round = 0; round < reports.size(); ++round) {
+    const examples::PipelineReport& r = reports[round];
+    std::cout << "round " << round + 1 << ": " << Summary(r) << "\n";
+    EXPECT_LE(r.charges, r.payments) << "round " << round + 1 << ": duplicates got through";
+    EXPECT_EQ(r.double_charged_keys, 0) << "round " << round + 1;
+  }
+}
+
 std::vector<std::string> FieldExperimentTest::LostCompletions() {
   const std::map<std::string, std::string> acknowledged = history_.Acknowledged();
   absl::Mutex mu;

@@ -113,6 +113,10 @@ class FieldExperimentTest : public ::testing::Test {
   // without an answer.
   static void ExpectEveryPaymentChargedOnce(const std::vector<examples::PipelineReport>& reports);
 
+  // No payment of any round charged twice; some may be uncharged, their
+  // calls failed (a fault that outlasts the client's deadline).
+  static void ExpectNoPaymentChargedTwice(const std::vector<examples::PipelineReport>& reports);
+
   // Reads back every acknowledged completion: one line for each that does
   // not read COMPLETED with the result that was acknowledged.
   std::vector<std::string> LostCompletions();
