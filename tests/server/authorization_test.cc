@@ -352,8 +352,11 @@ TEST_P(AuthorizationTest, AnotherIdentityCanNeitherUseNorLearnAClaimsToken) {
 // A URI has a ':' and a host name none: a certificate whose DNS name reads
 // like a granted URI has no identity at all, and a typed "dns:" grant
 // admits a certificate's real host name.
-TEST_P(AuthorizationTest, ADnsNameNeverStandsInForAUriIdentity) {
-  if (GetParam() != Transport::kMutualTls) GTEST_SKIP() << "certificates only";
+// Identities from certificates: a bearer token names neither a DNS nor a
+// URI identity, so these run over mutual TLS only.
+class CertificateIdentityTest : public AuthorizationTest {};
+
+TEST_P(CertificateIdentityTest, ADnsNameNeverStandsInForAUriIdentity) {
   v1::ClaimResponse claimed;
   const grpc::Status imposter =
       StubWith("dns-imposter", "")
@@ -509,6 +512,7 @@ TEST_P(BearerTokenTest, TheSchemeIsCaseInsensitiveButTwoHeadersAreRefused) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tls, BearerTokenTest, ::testing::Values(Transport::kBearerToken));
+INSTANTIATE_TEST_SUITE_P(Tls, CertificateIdentityTest, ::testing::Values(Transport::kMutualTls));
 
 // --- The parts ---
 
