@@ -46,6 +46,10 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Start(const ReplicatorOp
   if (!joined.ok()) return joined;
 
   r->threads_.emplace_back([p = r.get()] {
+    storage::NameThisThread("etcd-lease");
+    p->LeaseLoop();
+  });
+  r->threads_.emplace_back([p = r.get()] {
     storage::NameThisThread("coordinate");
     p->CoordinateLoop();
   });
@@ -323,7 +327,12 @@ absl::Status Replicator::RenewLease() {
   return ttl.status();
 }
 
-void Replicator::CoordinateLoop() {
+void Replicator::LeaseLoop() {
+  // A thread of its own: renewals that waited behind the coordinating
+  // loop's etcd calls, which each wait out their deadline while etcd is
+  // out of reach, let the lease run out on a node that etcd still
+  // answers, and left a node that etcd no longer answers leading (and
+  // sending heartbeats that keep its followers from electing) long after.
   const absl::Duration tick = Tick(options_.lease_ttl);
   int64_t last_renewal = SteadyNowNs();
   absl::Time last_warning = absl::InfinitePast();
@@ -333,18 +342,30 @@ void Replicator::CoordinateLoop() {
       if (stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick)) return;
     }
     const int64_t now = SteadyNowNs();
-    if (now - last_renewal >= absl::ToInt64Nanoseconds(options_.lease_ttl / 4) ||
-        lease_id_.load() == 0) {
-      last_renewal = now;
-      absl::Status renewed = RenewLease();
-      if (!renewed.ok() && absl::Now() - last_warning > absl::Seconds(5)) {
-        last_warning = absl::Now();
-        LogEvent(spdlog::level::warn,
-                 LeaseValid() ? "cannot renew the etcd lease; still leading until it runs out"
-                              : "cannot renew the etcd lease; this node leads no shard until etcd "
-                                "answers again",
-                 {{"error", renewed.message()}});
-      }
+    if (now - last_renewal < absl::ToInt64Nanoseconds(options_.lease_ttl / 4) &&
+        lease_id_.load() != 0) {
+      continue;
+    }
+    last_renewal = now;
+    absl::Status renewed = RenewLease();
+    if (!renewed.ok() && absl::Now() - last_warning > absl::Seconds(5)) {
+      last_warning = absl::Now();
+      LogEvent(spdlog::level::warn,
+               LeaseValid() ? "cannot renew the etcd lease; still leading until it runs out"
+                            : "cannot renew the etcd lease; this node leads no shard until etcd "
+                              "answers again",
+               {{"error", renewed.message()}});
+    }
+    StepDownWithoutLease();
+  }
+}
+
+void Replicator::CoordinateLoop() {
+  const absl::Duration tick = Tick(options_.lease_ttl);
+  while (true) {
+    {
+      absl::MutexLock lock(&stop_mu_);
+      if (stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick)) return;
     }
     StepDownWithoutLease();
     StepDownWithoutMajority();

@@ -345,6 +345,9 @@ class Replicator : public storage::ShardReplicator {
   // once copy no faster in all than one large one.
   void PaceMove(uint64_t bytes);
   absl::Status RenewLease();
+  // Renews the etcd lease every quarter of its time to live, and steps
+  // down from every shard once it has run out.
+  void LeaseLoop();
   void CoordinateLoop();
   // Finds the shards this node may stand for and queues each once for
   // the election workers.

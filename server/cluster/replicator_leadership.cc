@@ -637,6 +637,9 @@ void Replicator::BalanceLeaders() {
   const absl::Time now = absl::Now();
   size_t handed = 0;
   for (auto& shard : shards_) {
+    // Each hand-off writes to etcd: without a lease, etcd is out of reach
+    // and every write would wait out its deadline.
+    if (!LeaseValid()) return;
     if (!shard->replica) continue;
     uint32_t home;
     {

@@ -64,6 +64,14 @@ Replicator::ShipPlan Replicator::PlanAppend(Shard* shard, uint32_t peer, size_t 
       return ShipPlan::kGone;
     }
     if (!shard->leading) return ShipPlan::kIdle;
+    if (!shard->electing && (!LeaseValid() || shard->lead_lease != lease_id_.load())) {
+      // Heartbeats from a leader whose lease has run out would keep its
+      // followers from standing for election, while it may serve nothing.
+      // This does not wait for the coordinating loop, which may be held
+      // up by calls to an etcd it cannot reach.
+      StepDown(shard, "this node could not renew its etcd lease in time");
+      return ShipPlan::kIdle;
+    }
     if (from_shared_loop && shard->dedicated.count(peer)) return ShipPlan::kIdle;
     out->to_learner = Holds(shard->learners, peer);
     if (from_shared_loop && out->to_learner) return ShipPlan::kDedicate;
