@@ -199,9 +199,33 @@ absl::Status ReplicatedCluster::RestartNode(int node) {
   return StartNode(node);
 }
 
+namespace {
+
+// Whether every thread of `pid` has stopped: kill() returns once SIGSTOP
+// is queued, and a thread that is running then may still answer a call.
+bool AllThreadsStopped(pid_t pid) {
+  std::error_code error;
+  const std::filesystem::path tasks = absl::StrCat("/proc/", pid, "/task");
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    const std::string stat = ReadFile((task.path() / "stat").string());
+    // The state follows the command name in parentheses, which may
+    // itself hold spaces or parentheses.
+    const size_t end = stat.rfind(')');
+    if (end == std::string::npos || end + 2 >= stat.size()) return false;
+    const char state = stat[end + 2];
+    if (state != 'T' && state != 't') return false;
+  }
+  return !error;
+}
+
+}  // namespace
+
 void ReplicatedCluster::PauseNode(int node) {
-  kill(nodes_[node].process->pid(), SIGSTOP);
+  const pid_t pid = nodes_[node].process->pid();
+  kill(pid, SIGSTOP);
   nodes_[node].paused = true;
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while (!AllThreadsStopped(pid) && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
 }
 
 void ReplicatedCluster::ResumeNode(int node) {
