@@ -252,6 +252,14 @@ absl::Status Replicator::Join() {
     absl::MutexLock lock(&shard->mu);
     shard->learner = shard->replica && learner[shard->index] != 0;
     shard->learner_revision = learner[shard->index];
+    // It may have acknowledged a leader just before it went down, and
+    // that leader may still answer reads on its word (core::Stickiness).
+    const uint64_t promised = log_->Promised(shard->index);
+    if (shard->replica && promised > 0) {
+      shard->heard_leader = -2;
+      shard->heard_epoch = promised;
+      shard->heard_ns = SteadyNowNs();
+    }
   }
   // Every replica promises at least the epoch the map holds. One whose
   // volume was replaced has forgotten the promises it made; unfenced, it
@@ -381,8 +389,12 @@ void Replicator::CoordinateLoop() {
 absl::Status Replicator::CheckLeading(uint32_t s) {
   Shard& shard = *shards_[s];
   absl::MutexLock lock(&shard.mu);
-  if (shard.leading && shard.serving && LeaseValid() && shard.lead_lease == lease_id_.load()) {
-    return absl::OkStatus();
+  const bool leased = shard.leading && shard.serving && LeaseValid() &&
+                      shard.lead_lease == lease_id_.load();
+  if (leased && ReadLeaseValid(shard)) return absl::OkStatus();
+  if (leased) {
+    return absl::UnavailableError(absl::StrCat(
+        "shard ", s, ": no majority of its replicas has answered this node lately; retry"));
   }
   if (shard.leader >= 0 && shard.leader != static_cast<int32_t>(options_.self)) {
     return absl::FailedPreconditionError(

@@ -53,6 +53,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -221,6 +222,9 @@ class Replicator : public storage::ShardReplicator {
     absl::Time live_since = absl::InfiniteFuture();
     // Bytes sent since it became a peer: a move's progress.
     uint64_t sent_bytes = 0;
+    // When the newest append it acknowledged was sent (SteadyNowNs): the
+    // read lease (core::ReadLease).
+    int64_t acked_sent_ns = std::numeric_limits<int64_t>::min();
   };
   // moves/<s> as read from etcd.
   struct Move {
@@ -250,6 +254,16 @@ class Replicator : public storage::ShardReplicator {
     absl::Time leaderless_since ABSL_GUARDED_BY(mu) = absl::Now();
     absl::Time next_election ABSL_GUARDED_BY(mu) = absl::InfinitePast();
     int32_t handoff_to ABSL_GUARDED_BY(mu) = -1;
+    // The epoch of the leader that named `handoff_to`.
+    uint64_t handoff_epoch ABSL_GUARDED_BY(mu) = 0;
+    // The leader of the last append this replica accepted, its epoch, and
+    // when (SteadyNowNs): for core::Stickiness it promises no other
+    // candidate, since that leader may answer reads on its
+    // acknowledgement. At start-up: unknown (-2), at most the promised
+    // epoch, now.
+    int32_t heard_leader ABSL_GUARDED_BY(mu) = -1;
+    uint64_t heard_epoch ABSL_GUARDED_BY(mu) = 0;
+    int64_t heard_ns ABSL_GUARDED_BY(mu) = 0;
     // This node as the leader.
     bool leading ABSL_GUARDED_BY(mu) = false;
     // Between winning the etcd transaction and taking the shard.
@@ -294,6 +308,7 @@ class Replicator : public storage::ShardReplicator {
     size_t entries = 0;
     size_t bytes = 0;
     bool to_learner = false;
+    int64_t sent_ns = 0;  // SteadyNowNs when planned, before it went.
     replication::v1::AppendRequest request;
   };
   enum class ShipPlan {
@@ -407,6 +422,14 @@ class Replicator : public storage::ShardReplicator {
   // current one, so that it neither answers nor keeps followers from
   // electing.
   void StepDownWithoutLease();
+  // Whether a majority of the shard's voters, this node among them,
+  // acknowledged an append sent within core::ReadLease.
+  bool ReadLeaseValid(const Shard& shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // Whether the replica must promise `candidate` no new epoch yet: it
+  // accepted an append from another leader within core::Stickiness, one
+  // that did not hand the shard over at `handoff_epoch` or later.
+  bool Sticky(const Shard& shard, uint32_t candidate, uint64_t handoff_epoch) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   // Stops leading every shard whose voters have not answered from a
   // majority for a QuorumWindow, and releases its leader key: a leader cut
   // off from its followers but not from etcd would otherwise keep the

@@ -32,6 +32,11 @@ rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request, 
     ++fenced_appends_;
     return fill(rv1::AppendResponse::FENCED);
   }
+  // The leader counts this answer towards its read lease, whatever it is
+  // (core::Stickiness).
+  shard.heard_leader = static_cast<int32_t>(request.leader());
+  shard.heard_epoch = request.epoch();
+  shard.heard_ns = SteadyNowNs();
   if (shard.leading && request.epoch() >= shard.lead_epoch) {
     StepDown(&shard, absl::StrCat("node ", request.leader(), " leads epoch ", request.epoch()));
   }
@@ -131,6 +136,13 @@ rv1::PromiseResponse Replicator::HandlePromise(const rv1::PromiseRequest& reques
     // While this node leads, its leader key keeps every other replica
     // from standing; a leader that cannot commit gives the key up.
     response.set_reason("this replica leads the shard");
+    ToProto(log_->Last(s), response.mutable_last());
+    return response;
+  }
+  if (Sticky(shard, request.candidate(), request.handoff_epoch())) {
+    // Its leader may still answer reads on this replica's word.
+    response.set_reason(absl::StrCat("this replica heard from the leader of epoch ",
+                                     shard.heard_epoch, " too recently"));
     ToProto(log_->Last(s), response.mutable_last());
     return response;
   }

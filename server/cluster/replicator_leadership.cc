@@ -24,6 +24,27 @@ void Replicator::StepDownWithoutLease() {
   }
 }
 
+bool Replicator::ReadLeaseValid(const Shard& shard) const {
+  const int64_t now = SteadyNowNs();
+  const int64_t lease = absl::ToInt64Nanoseconds(core::ReadLease(options_.lease_ttl));
+  return core::MajorityAnswered(shard.voters, options_.self, [&](uint32_t voter) {
+    auto it = shard.peers.find(voter);
+    return it != shard.peers.end() && it->second.acked_sent_ns > now - lease;
+  });
+}
+
+bool Replicator::Sticky(const Shard& shard, uint32_t candidate, uint64_t handoff_epoch) const {
+  if (shard.heard_leader == -1 || shard.heard_leader == static_cast<int32_t>(candidate)) {
+    return false;
+  }
+  if (SteadyNowNs() - shard.heard_ns >=
+      absl::ToInt64Nanoseconds(core::Stickiness(options_.lease_ttl))) {
+    return false;
+  }
+  // The leader it heard stepped down before it named the candidate.
+  return handoff_epoch == 0 || shard.heard_epoch > handoff_epoch;
+}
+
 void Replicator::StepDownWithoutMajority() {
   const absl::Time now = absl::Now();
   const absl::Duration window = core::QuorumWindow(options_.lease_ttl);
@@ -63,6 +84,7 @@ void Replicator::ReadLeadership() {
     int64_t mod_revision = 0;
     uint64_t map_epoch = 0;
     int32_t handoff = -1;
+    uint64_t handoff_epoch = 0;
     bool placed = false;
     std::vector<uint32_t> voters, learners;
     int64_t placement_revision = 0;
@@ -108,7 +130,12 @@ void Replicator::ReadLeadership() {
                  {{"key", kv.key}, {"value", kv.value}});
       }
     } else if (parts[0] == "handoff") {
-      if (!absl::SimpleAtoi(kv.value, &seen[s].handoff)) seen[s].handoff = -1;
+      // "<target> <epoch of the leader that handed off>".
+      std::vector<absl::string_view> value = absl::StrSplit(kv.value, ' ');
+      if (!absl::SimpleAtoi(value[0], &seen[s].handoff)) seen[s].handoff = -1;
+      if (value.size() < 2 || !absl::SimpleAtoi(value[1], &seen[s].handoff_epoch)) {
+        seen[s].handoff_epoch = 0;
+      }
     } else if (parts[0] == "placement") {
       if (ParsePlacement(kv.value, &seen[s].voters, &seen[s].learners)) {
         seen[s].placed = true;
@@ -151,6 +178,7 @@ void Replicator::ReadLeadership() {
     Seen& view = seen[s];
     absl::MutexLock lock(&shard.mu);
     shard.handoff_to = view.handoff;
+    shard.handoff_epoch = view.handoff_epoch;
     shard.epoch = std::max({shard.epoch, view.epoch, view.map_epoch});
     // An election this node won after the read began: the read may
     // predate its leader key.
@@ -276,12 +304,18 @@ void Replicator::ElectionWorker() {
 
 void Replicator::Elect(Shard* shard) {
   if (handing_off_.load()) return;
+  uint64_t handoff_epoch;
   {
     // Queued a while ago: since then this replica may have promised
     // another candidate (which pushes next_election out) or learned of a
     // leader. Standing now would fence that candidate.
     absl::MutexLock lock(&shard->mu);
     if (absl::Now() < shard->next_election || shard->leader >= 0 || shard->leading) return;
+    handoff_epoch =
+        shard->handoff_to == static_cast<int32_t>(options_.self) ? shard->handoff_epoch : 0;
+    // Its own promise counts too: not while a leader may answer reads on
+    // this replica's acknowledgement.
+    if (Sticky(*shard, options_.self, handoff_epoch)) return;
   }
   const uint32_t s = shard->index;
   const std::string shard_key = Key(absl::StrCat("shards/", s));
@@ -355,6 +389,7 @@ void Replicator::Elect(Shard* shard) {
     ask->request.set_shard(s);
     ask->request.set_epoch(epoch);
     ask->request.set_candidate(options_.self);
+    ask->request.set_handoff_epoch(handoff_epoch);
     ask->context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl)));
     stub->async()->Promise(&ask->context, &ask->request, &ask->response,
                            [shared, ask, node, stub](grpc::Status status) {
@@ -624,7 +659,8 @@ bool Replicator::HandOffShard(Shard* shard, int32_t to, absl::Time deadline,
   const std::string key = Key(absl::StrCat("leader/", s));
   std::vector<EtcdWrite> writes = {{key, "", 0, true}};
   if (target >= 0) {
-    writes.push_back({Key(absl::StrCat("handoff/", s)), absl::StrCat(target), 0, false});
+    writes.push_back(
+        {Key(absl::StrCat("handoff/", s)), absl::StrCat(target, " ", epoch), 0, false});
   }
   etcd_->Txn({{key, 0, absl::StrCat(options_.self, " ", epoch)}}, writes).IgnoreError();
   return target >= 0;

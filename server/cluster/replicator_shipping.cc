@@ -79,6 +79,7 @@ Replicator::ShipPlan Replicator::PlanAppend(Shard* shard, uint32_t peer, size_t 
     if (!heartbeat && next > log_->Last(s).seq) return ShipPlan::kIdle;
     out->shard = shard;
     out->epoch = shard->lead_epoch;
+    out->sent_ns = SteadyNowNs();
     out->request.Clear();
     out->request.set_shard(s);
     out->request.set_epoch(shard->lead_epoch);
@@ -156,6 +157,11 @@ bool Replicator::TakeAppendResult(const Outgoing& sent, uint32_t peer, grpc::Sta
   }
   p.last_heard = absl::Now();
   p.applied_seq = response.applied().seq();
+  if (response.result() == rv1::AppendResponse::APPENDED ||
+      response.result() == rv1::AppendResponse::MISMATCH) {
+    // It had promised no later epoch when it answered (§3, reads).
+    p.acked_sent_ns = std::max(p.acked_sent_ns, sent.sent_ns);
+  }
   const uint64_t next = sent.prev.seq + 1;
   switch (response.result()) {
     case rv1::AppendResponse::APPENDED:

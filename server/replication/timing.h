@@ -37,6 +37,22 @@ inline absl::Duration QuorumWindow(absl::Duration ttl) {
   return std::max(PeerTimeout(ttl) * 3, Tick(ttl) * 2);
 }
 
+// How long a replica refuses to promise a new epoch to another candidate
+// after it accepted an append from a leader (unless that leader handed
+// the shard to the candidate): the leader may be answering reads on the
+// strength of that acknowledgement (ReadLease). This, not etcd's lease,
+// is what keeps an old leader from answering reads after a new one
+// writes: etcd has been known to end leases early.
+inline absl::Duration Stickiness(absl::Duration ttl) { return ttl / 2; }
+
+// How long a leader may answer reads after sending an append that a
+// majority of its voters (itself among them) acknowledged: less than
+// Stickiness, allowing clocks that run 10% apart and a margin.
+inline absl::Duration ReadLease(absl::Duration ttl) {
+  const absl::Duration sticky = Stickiness(ttl);
+  return sticky * 0.9 - std::min(absl::Milliseconds(100), sticky / 10);
+}
+
 // How long the voter of rank `rank` among a shard's voters (0: the first)
 // waits, once the shard has no leader, before it stands: the first at
 // once, the second two ticks later, and each further one half a lease

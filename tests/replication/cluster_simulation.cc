@@ -20,6 +20,12 @@ void Simulation::Restart(uint32_t node) {
     kept[s].log = fresh.shards[s].log;
     kept[s].promised = fresh.shards[s].promised;
     kept[s].leaderless_since = now_;
+    if (kept[s].promised > 0) {
+      // It may have acknowledged a leader just before it went down.
+      kept[s].heard_leader = -2;
+      kept[s].heard_epoch = kept[s].promised;
+      kept[s].heard_at = now_;
+    }
   }
   const uint64_t incarnation = fresh.incarnation + 1;
   fresh = Node();
@@ -34,6 +40,14 @@ void Simulation::Restart(uint32_t node) {
   Schedule(std::move(tick));
 }
 
+void Simulation::RevokeLease(uint32_t node) {
+  const int64_t lease = nodes_[node].lease;
+  if (lease == 0 || !leases_.count(lease)) return;
+  Trace(absl::StrCat("etcd ends node ", node, "'s lease ", lease, " early"));
+  leases_[lease] = now_;
+  ExpireLeases();
+}
+
 void Simulation::InjectFault() {
   std::vector<int> kinds;
   if (o_.crashes) kinds.push_back(0);
@@ -41,6 +55,7 @@ void Simulation::InjectFault() {
   if (o_.partitions) kinds.push_back(2);
   if (o_.etcd_isolation) kinds.push_back(3);
   if (o_.slow_nodes) kinds.push_back(4);
+  if (o_.early_revocations) kinds.push_back(5);
   if (kinds.empty()) return;
   const uint32_t node = random_() % nodes_.size();
   const Time lasting = Between(absl::Milliseconds(100), o_.fault_for);
@@ -75,6 +90,9 @@ void Simulation::InjectFault() {
   } else if (kind == 4) {
     nodes_[node].slow = true;
     heal.heal = [this, node] { nodes_[node].slow = false; };
+  } else if (kind == 5) {
+    RevokeLease(node);
+    return;
   } else {
     return;
   }
@@ -136,6 +154,9 @@ void Simulation::InjectScripted(const ScriptedFault& fault) {
       };
       break;
     }
+    case ScriptedFault::Kind::kRevokeLease:
+      RevokeLease(node);
+      return;
     case ScriptedFault::Kind::kCutFromEtcd:
       nodes_[node].etcd_cut = true;
       Trace(absl::StrCat("node ", node, " cut off from etcd"));
@@ -208,7 +229,7 @@ void Simulation::CheckLiveness() {
     // two at once.
     std::vector<uint32_t> serving;
     for (uint32_t node = 0; node < nodes_.size(); ++node) {
-      if (nodes_[node].shards[s].serving && LeaseValid(node)) serving.push_back(node);
+      if (MayAnswer(node, s)) serving.push_back(node);
     }
     if (serving.size() > 1) {
       Fail(absl::StrCat("shard ", s, " is served by nodes {", absl::StrJoin(serving, ","),
@@ -216,8 +237,7 @@ void Simulation::CheckLiveness() {
     }
     bool led = false;
     for (uint32_t node = 0; node < nodes_.size() && !led; ++node) {
-      const Replica& r = nodes_[node].shards[s];
-      if (!Runs(node) || !r.serving || !LeaseValid(node)) continue;
+      if (!Runs(node) || !MayAnswer(node, s)) continue;
       uint32_t reached = 0;
       for (uint32_t v : voters)
         reached += (v == node || (Runs(v) && Reachable(node, v) && Reachable(v, node)));
@@ -294,7 +314,8 @@ SimulationResult Simulation::Run() {
     Schedule(std::move(write));
   }
   const bool faults =
-      o_.crashes || o_.pauses || o_.partitions || o_.etcd_isolation || o_.slow_nodes;
+      o_.crashes || o_.pauses || o_.partitions || o_.etcd_isolation || o_.slow_nodes ||
+      o_.early_revocations;
   if (faults) {
     Event fault;
     fault.kind = EventKind::kFault;

@@ -9,10 +9,12 @@
 // point, leases in etcd, and the steps of shard moves. Faults are drawn
 // from the seed: messages dropped, delayed, reordered and duplicated,
 // links cut both ways or one way, a node cut off from etcd only, paused
-// (SIGSTOP) or crashed and restarted, and moves started at random.
+// (SIGSTOP) or crashed and restarted, a node's etcd lease ended early, and
+// moves started at random.
 //
 // After every event the invariants are checked:
 //   - at most one node leads a shard per epoch;
+//   - at most one node may answer a shard's reads at any moment;
 //   - a committed entry is never changed, and every majority of the
 //     shard's voters holds it (so no election can lose it, and no replica
 //     is removed while it holds copies a majority needs);
@@ -41,6 +43,7 @@ struct ScriptedFault {
     kCrash,         // SIGKILL, then a restart after `lasting`.
     kCutFromPeers,  // Every link to and from the other nodes; etcd still reachable.
     kCutFromEtcd,   // etcd only.
+    kRevokeLease,   // etcd ends the node's lease now, long before it is due.
   };
   absl::Duration at;
   Kind kind = Kind::kPause;
@@ -75,6 +78,9 @@ struct SimulationOptions {
   bool partitions = false;      // Symmetric and one-way cuts between nodes.
   bool etcd_isolation = false;  // A node cut off from etcd only.
   bool slow_nodes = false;      // All of a node's links delayed by 100 ms.
+  // etcd ends a node's lease early (etcd 3.4 had that bug): its leader
+  // keys go at once, while the node still counts on the lease.
+  bool early_revocations = false;
   std::vector<ScriptedFault> script;
   // Shard moves started at random (one at a time per shard).
   bool moves = false;
@@ -103,6 +109,11 @@ struct SimulationOptions {
   // steps down (and releases its leader key) so that the voters it cannot
   // reach may elect.
   bool leader_checks_quorum = true;
+  // Whether a leader answers reads only while a majority acknowledged it
+  // within core::ReadLease, and a replica refuses promises for
+  // core::Stickiness after an append. Without both, a leader whose lease
+  // etcd ended early answers reads after another has written.
+  bool read_lease = true;
 
   // Keep the trace of the run's last events even when it passes.
   bool trace = false;

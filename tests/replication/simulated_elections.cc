@@ -11,6 +11,8 @@ bool Simulation::MayStand(uint32_t node, uint32_t s) const {
     return false;
   }
   const auto rank = std::find(r.voters.begin(), r.voters.end(), node) - r.voters.begin();
+  const uint64_t handoff_epoch = r.handoff == static_cast<int32_t>(node) ? r.handoff_epoch : 0;
+  if (o_.read_lease && Sticky(r, node, handoff_epoch)) return false;
   Time wait = core::ElectionWait(rank, o_.lease_ttl);
   if (r.handoff == static_cast<int32_t>(node)) {
     wait = absl::ZeroDuration();
@@ -53,7 +55,9 @@ void Simulation::BeginElection(uint32_t node, uint32_t s) {
 void Simulation::AskPromises(uint32_t node, uint32_t s) {
   Replica& r = nodes_[node].shards[s];
   const EtcdShard& k = etcd_[s];
-  if (!EtcdReachable(node) || k.leader >= 0 || !Holds(k.voters, node)) {
+  const uint64_t handoff_epoch = k.handoff == static_cast<int32_t>(node) ? k.handoff_epoch : 0;
+  if (!EtcdReachable(node) || k.leader >= 0 || !Holds(k.voters, node) ||
+      (o_.read_lease && Sticky(r, node, handoff_epoch))) {
     EndElection(node, s, /*lost=*/false);
     return;
   }
@@ -68,7 +72,9 @@ void Simulation::AskPromises(uint32_t node, uint32_t s) {
   Trace(absl::StrCat("node ", node, " stands for shard ", s, " epoch ", r.elect_epoch));
   for (uint32_t voter : k.voters) {
     if (voter == node) continue;
-    Send(Request(Kind::kPromise, node, voter, s, r.elect_epoch));
+    Message ask = Request(Kind::kPromise, node, voter, s, r.elect_epoch);
+    ask.handoff_epoch = handoff_epoch;
+    Send(std::move(ask));
   }
   ScheduleTimer(node, s, now_ + PeerTimeout(o_.lease_ttl) + absl::Milliseconds(100), r.round);
   OnBallot(node, s);
@@ -111,6 +117,7 @@ void Simulation::FinishElection(uint32_t node, uint32_t s, bool won_ballot) {
   k.leader_epoch = epoch;
   k.leader_lease = nodes_[node].lease;
   k.handoff = -1;
+  k.handoff_epoch = 0;
   // At most one leader per epoch, and epochs (hence tokens) only grow.
   auto& leaders = leaders_[s];
   if (!leaders.empty() && leaders.rbegin()->first >= epoch) {

@@ -58,6 +58,22 @@ void Simulation::RenewLease(uint32_t node) {
   n.lease_valid_until = now_ + TrustedLease(o_.lease_ttl);
 }
 
+bool Simulation::ReadLeaseValid(uint32_t node, uint32_t s) const {
+  const Replica& r = nodes_[node].shards[s];
+  const Time lease = core::ReadLease(o_.lease_ttl);
+  return core::MajorityAnswered(r.voters, node, [&](uint32_t voter) {
+    auto it = r.peers.find(voter);
+    return it != r.peers.end() && now_ - it->second.acked_sent_at < lease;
+  });
+}
+
+bool Simulation::Sticky(const Replica& r, uint32_t candidate, uint64_t handoff_epoch) const {
+  if (r.heard_leader == -1 || r.heard_leader == static_cast<int32_t>(candidate)) return false;
+  if (now_ - r.heard_at >= core::Stickiness(o_.lease_ttl)) return false;
+  // The leader it heard stepped down before it named the candidate.
+  return handoff_epoch == 0 || r.heard_epoch > handoff_epoch;
+}
+
 void Simulation::StepDown(uint32_t node, uint32_t s, const std::string& why) {
   Replica& r = nodes_[node].shards[s];
   if (!r.leading) return;
@@ -74,7 +90,10 @@ void Simulation::ReleaseLeaderKey(uint32_t node, uint32_t s, uint64_t epoch, int
   EtcdShard& k = etcd_[s];
   if (k.leader != static_cast<int32_t>(node) || k.leader_epoch != epoch) return;
   k.leader = -1;
-  if (handoff >= 0) k.handoff = handoff;
+  if (handoff >= 0) {
+    k.handoff = handoff;
+    k.handoff_epoch = epoch;
+  }
   ++revision_;
 }
 
@@ -115,6 +134,7 @@ void Simulation::ReadLeadership(uint32_t node) {
     const EtcdShard& view = etcd_[s];
     Replica& r = n.shards[s];
     r.handoff = view.handoff;
+    r.handoff_epoch = view.handoff_epoch;
     r.epoch = std::max({r.epoch, view.leader_epoch, view.epoch});
     if (r.leading && r.phase == Phase::kNone && r.won_at < now_ &&
         (view.leader != static_cast<int32_t>(node) || view.leader_epoch != r.lead_epoch)) {
@@ -162,6 +182,7 @@ void Simulation::Ship(uint32_t node, uint32_t s, uint32_t peer, bool heartbeat) 
     m.entries.push_back(r.log[seq - 1]);
   }
   m.commit = r.commit;
+  m.sent_at = now_;
   p.sent_at = now_;
   Send(std::move(m));
 }
@@ -317,6 +338,12 @@ void Simulation::OnAppend(const Message& m) {
   };
   if (!r.holds) return answer(AppendResult::kNotReplica);
   if (m.epoch < r.promised) return answer(AppendResult::kFenced);
+  // Whatever follows, the leader counts this answer towards its read
+  // lease: no promise to another candidate for a while.
+  reply.sent_at = m.sent_at;
+  r.heard_leader = static_cast<int32_t>(m.from);
+  r.heard_epoch = m.epoch;
+  r.heard_at = now_;
   if (r.leading && m.epoch >= r.lead_epoch) {
     StepDown(m.to, m.shard, absl::StrCat("node ", m.from, " leads epoch ", m.epoch));
   }
@@ -347,6 +374,9 @@ void Simulation::OnAppendReply(const Message& m) {
   if (m.result == AppendResult::kNotReplica) return;
   p.last_heard = now_;
   const uint64_t held = m.prev.seq + m.entries.size();
+  if (m.result == AppendResult::kAppended || m.result == AppendResult::kMismatch) {
+    p.acked_sent_at = std::max(p.acked_sent_at, m.sent_at);
+  }
   switch (m.result) {
     case AppendResult::kAppended:
       p.match = std::max(p.match, held);
@@ -377,7 +407,8 @@ void Simulation::OnPromise(const Message& m) {
   // A leader (with its lease) refuses: the candidate read etcd before it
   // won, and a promise would fence a live leader starting its epoch.
   const bool leads = r.leading && LeaseValid(m.to);
-  if (r.holds && Holds(r.voters, m.to) && m.epoch > r.promised && !leads) {
+  const bool sticky = o_.read_lease && Sticky(r, m.from, m.handoff_epoch);
+  if (r.holds && Holds(r.voters, m.to) && m.epoch > r.promised && !leads && !sticky) {
     r.promised = m.epoch;
     if (r.leading && m.epoch > r.lead_epoch) {
       StepDown(m.to, m.shard, absl::StrCat("promised epoch ", m.epoch, " to node ", m.from));
@@ -435,7 +466,7 @@ void Simulation::OnMessage(const Message& m) {
 void Simulation::OnWrite(uint32_t s) {
   for (uint32_t node = 0; node < nodes_.size(); ++node) {
     Replica& r = nodes_[node].shards[s];
-    if (!Runs(node) || !r.serving || !LeaseValid(node)) continue;
+    if (!Runs(node) || !MayAnswer(node, s)) continue;
     r.log.push_back(r.lead_epoch);
     ShipAll(node, s, /*heartbeat=*/false);
     AdvanceCommit(node, s);

@@ -62,6 +62,11 @@ struct Message {
   Position last;
   uint64_t promised = 0;
   bool granted = false;
+  // Appends and their replies: when the leader sent the append.
+  Time sent_at = Time();
+  // Promises: the epoch of the leader that handed the shard to the
+  // candidate (etcd's handoff key); 0: none.
+  uint64_t handoff_epoch = 0;
 };
 
 // etcd's keys for one shard (docs/replication.md, docs/elastic.md).
@@ -77,6 +82,7 @@ struct EtcdShard {
   MoveFacts::State move_state = MoveFacts::State::kAdding;
   int64_t move_revision = 0;
   int32_t handoff = -1;  // handoff/<s>
+  uint64_t handoff_epoch = 0;
 };
 
 struct Peer {
@@ -84,6 +90,8 @@ struct Peer {
   uint64_t match = 0;
   Time last_heard = -kNever;
   Time sent_at = -kNever;  // Of the append in flight; -kNever: none.
+  // When the newest append this peer acknowledged was sent.
+  Time acked_sent_at = -kNever;
 };
 
 enum class Phase { kNone, kReading, kPromises, kCatchUp };
@@ -100,6 +108,13 @@ struct Replica {
   int32_t leader = -1;
   uint64_t epoch = 0;
   int32_t handoff = -1;
+  uint64_t handoff_epoch = 0;
+  // The leader of the last append this replica accepted, its epoch, and
+  // when (core::Stickiness). After a restart: unknown (-2), at most the
+  // promised epoch, at the restart.
+  int32_t heard_leader = -1;
+  uint64_t heard_epoch = 0;
+  Time heard_at = -kNever;
   Time leaderless_since = Time();
   Time next_election = -kNever;
   bool leading = false, serving = false;
@@ -221,6 +236,18 @@ class Simulation {
   bool EtcdReachable(uint32_t node) const { return Runs(node) && !nodes_[node].etcd_cut; }
   void ExpireLeases();
   bool LeaseValid(uint32_t node) const { return now_ < nodes_[node].lease_valid_until; }
+  // Whether a majority of the shard's voters acknowledged an append this
+  // leader sent within core::ReadLease.
+  bool ReadLeaseValid(uint32_t node, uint32_t s) const;
+  // Whether the node may answer reads (and decide writes) for the shard.
+  bool MayAnswer(uint32_t node, uint32_t s) const {
+    return nodes_[node].shards[s].serving && LeaseValid(node) &&
+           (!o_.read_lease || ReadLeaseValid(node, s));
+  }
+  // Whether the replica must refuse to promise `candidate` a new epoch:
+  // it accepted an append from another leader too recently, one that did
+  // not hand the shard over at `handoff_epoch` or later.
+  bool Sticky(const Replica& r, uint32_t candidate, uint64_t handoff_epoch) const;
 
   // A node's driver.
   void OnTick(uint32_t node);
@@ -255,6 +282,8 @@ class Simulation {
   void Pause(uint32_t node, Time lasting);
   void StartMove();
   void Crash(uint32_t node);
+  // etcd ends the node's lease now (the early-revocation fault).
+  void RevokeLease(uint32_t node);
   void Restart(uint32_t node);
 
   // Invariants.
