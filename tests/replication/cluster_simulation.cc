@@ -18,6 +18,9 @@ void Simulation::Restart(uint32_t node) {
   std::vector<Replica> kept(fresh.shards.size());
   for (size_t s = 0; s < kept.size(); ++s) {
     kept[s].log = fresh.shards[s].log;
+    // What its disk had not synced is gone.
+    kept[s].log.resize(std::min<uint64_t>(kept[s].log.size(), fresh.shards[s].durable));
+    kept[s].durable = kept[s].log.size();
     kept[s].promised = fresh.shards[s].promised;
     kept[s].leaderless_since = now_;
     if (kept[s].promised > 0) {
@@ -56,6 +59,7 @@ void Simulation::InjectFault() {
   if (o_.etcd_isolation) kinds.push_back(3);
   if (o_.slow_nodes) kinds.push_back(4);
   if (o_.early_revocations) kinds.push_back(5);
+  if (o_.slow_disks) kinds.push_back(6);
   if (kinds.empty()) return;
   const uint32_t node = random_() % nodes_.size();
   const Time lasting = Between(absl::Milliseconds(100), o_.fault_for);
@@ -93,6 +97,10 @@ void Simulation::InjectFault() {
   } else if (kind == 5) {
     RevokeLease(node);
     return;
+  } else if (kind == 6) {
+    nodes_[node].slow_disk = true;
+    Trace(absl::StrCat("node ", node, "'s disk is slow"));
+    heal.heal = [this, node] { nodes_[node].slow_disk = false; };
   } else {
     return;
   }
@@ -195,7 +203,9 @@ void Simulation::CheckShard(uint32_t s) {
     // A node holds the committed prefix when its entry at the last
     // committed seq is the committed one (logs that share an entry share
     // everything before it).
-    if (r.log.size() >= seq && r.log[seq - 1] == committed[seq - 1]) held[node] = seq;
+    if (r.log.size() >= seq && r.durable >= seq && r.log[seq - 1] == committed[seq - 1]) {
+      held[node] = seq;
+    }
   }
   if (!core::EveryMajorityHolds(etcd_[s].voters, held, seq)) {
     std::vector<std::string> holders;
@@ -265,9 +275,23 @@ void Simulation::CheckLiveness() {
 
 void Simulation::Dispatch(const Event& e) {
   switch (e.kind) {
-    case EventKind::kDeliver:
-      if (!nodes_[e.node].up || !Reachable(e.message.from, e.message.to)) return;
+    case EventKind::kDeliver: {
+      if (!nodes_[e.node].up) return;
+      if (!e.message.waited_for_disk && !Reachable(e.message.from, e.message.to)) return;
+      if (e.message.kind == Kind::kAppend && nodes_[e.node].slow_disk &&
+          !e.message.waited_for_disk) {
+        // Handled, and answered, once the sync is done.
+        Event later = e;
+        later.at = now_ + DiskDelay();
+        later.message.waited_for_disk = true;
+        Schedule(std::move(later));
+        return;
+      }
       OnMessage(e.message);
+      return;
+    }
+    case EventKind::kPersist:
+      if (nodes_[e.node].up && nodes_[e.node].incarnation == e.tag) OnPersist(e);
       return;
     case EventKind::kTick: {
       if (!nodes_[e.node].up || nodes_[e.node].incarnation != e.tag) return;
@@ -315,7 +339,7 @@ SimulationResult Simulation::Run() {
   }
   const bool faults =
       o_.crashes || o_.pauses || o_.partitions || o_.etcd_isolation || o_.slow_nodes ||
-      o_.early_revocations;
+      o_.early_revocations || o_.slow_disks;
   if (faults) {
     Event fault;
     fault.kind = EventKind::kFault;
@@ -342,8 +366,8 @@ SimulationResult Simulation::Run() {
     if (e.at > o_.duration) break;
     now_ = e.at;
     ExpireLeases();
-    const bool for_node =
-        e.kind == EventKind::kDeliver || e.kind == EventKind::kTick || e.kind == EventKind::kTimer;
+    const bool for_node = e.kind == EventKind::kDeliver || e.kind == EventKind::kTick ||
+                          e.kind == EventKind::kTimer || e.kind == EventKind::kPersist;
     if (for_node && nodes_[e.node].paused) {
       held_[e.node].push_back(std::move(e));
       continue;

@@ -9,8 +9,9 @@
 // point, leases in etcd, and the steps of shard moves. Faults are drawn
 // from the seed: messages dropped, delayed, reordered and duplicated,
 // links cut both ways or one way, a node cut off from etcd only, paused
-// (SIGSTOP) or crashed and restarted, a node's etcd lease ended early, and
-// moves started at random.
+// (SIGSTOP) or crashed and restarted (losing what its disk had not yet
+// synced), a node's disk slow to sync, a node's etcd lease ended early,
+// and moves started at random.
 //
 // After every event the invariants are checked:
 //   - at most one node leads a shard per epoch;
@@ -78,6 +79,7 @@ struct SimulationOptions {
   bool partitions = false;      // Symmetric and one-way cuts between nodes.
   bool etcd_isolation = false;  // A node cut off from etcd only.
   bool slow_nodes = false;      // All of a node's links delayed by 100 ms.
+  bool slow_disks = false;      // Every sync of a node's log takes 50-300 ms.
   // etcd ends a node's lease early (etcd 3.4 had that bug): its leader
   // keys go at once, while the node still counts on the lease.
   bool early_revocations = false;
@@ -114,6 +116,10 @@ struct SimulationOptions {
   // core::Stickiness after an append. Without both, a leader whose lease
   // etcd ended early answers reads after another has written.
   bool read_lease = true;
+  // Whether a leader counts its own entry towards the commit only once
+  // its disk has synced it (as the replicator does: it appends, synced,
+  // before it ships).
+  bool leader_counts_synced_entries = true;
 
   // Keep the trace of the run's last events even when it passes.
   bool trace = false;

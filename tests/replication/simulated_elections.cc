@@ -134,7 +134,7 @@ void Simulation::FinishElection(uint32_t node, uint32_t s, bool won_ballot) {
   r.leader = static_cast<int32_t>(node);
   if (k.placement_revision > r.placement_revision) ApplyPlacement(node, s, k);
   r.peers.clear();
-  r.log.push_back(epoch);  // The first entry of the epoch.
+  AppendOwn(node, s);  // The first entry of the epoch.
   r.epoch_start = r.log.size();
   r.commit = 0;
   for (const auto* list : {&r.voters, &r.learners}) {

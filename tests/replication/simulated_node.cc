@@ -101,13 +101,17 @@ void Simulation::ApplyPlacement(uint32_t node, uint32_t s, const EtcdShard& view
   Replica& r = nodes_[node].shards[s];
   const bool holds = Holds(view.voters, node) || Holds(view.learners, node);
   const bool had_data = !r.log.empty();
-  if (holds && !r.holds && r.placement_revision != 0 && had_data) r.log.clear();
+  if (holds && !r.holds && r.placement_revision != 0 && had_data) {
+    r.log.clear();
+    r.durable = 0;
+  }
   r.voters = view.voters;
   r.learners = view.learners;
   r.placement_revision = view.placement_revision;
   if (!holds && r.holds) {
     StepDown(node, s, "no longer holds the shard");
     r.log.clear();  // Moved away: the copy goes; the promise stays.
+    r.durable = 0;
     Trace(absl::StrCat("node ", node, " drops its copy of shard ", s));
   }
   r.holds = holds;
@@ -213,7 +217,8 @@ void Simulation::AdvanceCommit(uint32_t node, uint32_t s) {
   Replica& r = nodes_[node].shards[s];
   if (!r.leading) return;
   std::map<uint32_t, uint64_t> held;
-  held[node] = r.log.size();
+  held[node] = o_.leader_counts_synced_entries ? std::min<uint64_t>(r.durable, r.log.size())
+                                               : r.log.size();
   for (const auto& [peer, p] : r.peers) held[peer] = p.match;
   const uint64_t before = r.commit;
   r.commit = core::NextCommit(r.commit, core::MajorityHolds(r.voters, held), r.epoch_start);
@@ -361,6 +366,7 @@ void Simulation::OnAppend(const Message& m) {
     }
     r.log.push_back(m.entries[i]);
   }
+  r.durable = r.log.size();
   touched_.insert(m.shard);
   answer(AppendResult::kAppended);
 }
@@ -458,16 +464,44 @@ void Simulation::OnMessage(const Message& m) {
         return;
       }
       r.log = m.entries;
+      r.durable = r.log.size();
       FinishElection(m.to, m.shard, true);
       return;
   }
 }
 
+void Simulation::AppendOwn(uint32_t node, uint32_t s) {
+  Replica& r = nodes_[node].shards[s];
+  r.log.push_back(r.lead_epoch);
+  if (!nodes_[node].slow_disk) {
+    r.durable = r.log.size();
+    return;
+  }
+  Event synced;
+  synced.kind = EventKind::kPersist;
+  synced.at = now_ + DiskDelay();
+  synced.node = node;
+  synced.shard = s;
+  synced.tag = nodes_[node].incarnation;
+  synced.message.prev = {r.lead_epoch, r.log.size()};
+  Schedule(std::move(synced));
+}
+
+void Simulation::OnPersist(const Event& e) {
+  Replica& r = nodes_[e.node].shards[e.shard];
+  const Position entry = e.message.prev;
+  // A later sync covers every entry before it; an entry replaced since
+  // (an older epoch's tail) is not this one.
+  if (r.log.size() < entry.seq || r.EpochAt(entry.seq) != entry.epoch) return;
+  r.durable = std::max(r.durable, entry.seq);
+  AdvanceCommit(e.node, e.shard);
+  touched_.insert(e.shard);
+}
+
 void Simulation::OnWrite(uint32_t s) {
   for (uint32_t node = 0; node < nodes_.size(); ++node) {
-    Replica& r = nodes_[node].shards[s];
     if (!Runs(node) || !MayAnswer(node, s)) continue;
-    r.log.push_back(r.lead_epoch);
+    AppendOwn(node, s);
     ShipAll(node, s, /*heartbeat=*/false);
     AdvanceCommit(node, s);
     touched_.insert(s);

@@ -67,6 +67,9 @@ struct Message {
   // Promises: the epoch of the leader that handed the shard to the
   // candidate (etcd's handoff key); 0: none.
   uint64_t handoff_epoch = 0;
+  // Appends to a node with a slow disk: delivered once, then handled
+  // after the disk's delay.
+  bool waited_for_disk = false;
 };
 
 // etcd's keys for one shard (docs/replication.md, docs/elastic.md).
@@ -100,6 +103,10 @@ enum class Phase { kNone, kReading, kPromises, kCatchUp };
 // crash, the rest does not.
 struct Replica {
   std::vector<uint64_t> log;  // log[i]: the epoch of entry i + 1.
+  // Entries 1..durable are on disk. A leader's own entries get there
+  // after its disk's delay (and count towards the commit only then); a
+  // crash loses the rest. A follower's appends are on disk when handled.
+  uint64_t durable = 0;
   uint64_t promised = 0;
 
   bool holds = false;
@@ -144,6 +151,7 @@ struct Node {
   bool paused = false;
   bool etcd_cut = false;
   bool slow = false;
+  bool slow_disk = false;  // Every sync takes 50-300 ms.
   int64_t lease = 0;
   Time lease_valid_until = -kNever;
   Time last_renewal = -kNever;
@@ -155,7 +163,17 @@ struct Node {
   std::vector<Replica> shards;
 };
 
-enum class EventKind { kDeliver, kTick, kTimer, kWrite, kFault, kScripted, kHeal, kMove };
+enum class EventKind {
+  kDeliver,
+  kTick,
+  kTimer,
+  kPersist,  // A leader's own entry reaches its disk.
+  kWrite,
+  kFault,
+  kScripted,
+  kHeal,
+  kMove
+};
 
 struct Event {
   Time at;
@@ -250,6 +268,10 @@ class Simulation {
   bool Sticky(const Replica& r, uint32_t candidate, uint64_t handoff_epoch) const;
 
   // A node's driver.
+  // Appends an entry of the node's own epoch as the shard's leader.
+  void AppendOwn(uint32_t node, uint32_t s);
+  void OnPersist(const Event& e);
+  Time DiskDelay() { return Between(absl::Milliseconds(50), absl::Milliseconds(300)); }
   void OnTick(uint32_t node);
   void RenewLease(uint32_t node);
   void ReadLeadership(uint32_t node);
