@@ -5,15 +5,21 @@
 //   DEDUP_SIM_SEED=<seed> replication_core_test --gtest_filter=<test>
 // For a longer soak: DEDUP_SIM_RUNS=<runs per test>.
 //
-// Two tests play the rules the replicator followed before this core
-// existed, and require the simulation to catch them:
+// Some tests play rules the replicator followed before this core existed,
+// or that it must never follow, and require the simulation to catch them:
 //   - a move's target promoted, and its source removed, while it lagged
 //     the commit point by up to 256 entries: acknowledged writes lost
 //     (TheRuleWithA256EntryAllowanceLosesCommittedEntries);
 //   - a hung leader's shards, at the default 1,024, elected one at a time
 //     by a thread that waits for every voter's answer and then for the
 //     epoch's first entry to commit: most stay leaderless for minutes
-//     (ElectionsOneAtATimeLeaveAHungLeadersShardsLeaderless).
+//     (ElectionsOneAtATimeLeaveAHungLeadersShardsLeaderless);
+//   - a leader that never checks for a majority, cut off from its
+//     followers (ALeaderThatDoesNotCheckForAMajorityHoldsItsShardsWhileCutOff);
+//   - a leader trusting etcd's lease alone for reads, when etcd ends it
+//     early (TrustingEtcdsLeaseAloneLetsTwoNodesAnswerReads);
+//   - a leader counting entries its disk has not synced
+//     (ALeaderCountingItsUnsyncedEntriesLosesCommittedOnes).
 
 #include <cstdlib>
 #include <string>
