@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -26,6 +27,7 @@
 #include "client/examples/payment_pipeline.h"
 #include "dedup/client/client.h"
 #include "gtest/gtest.h"
+#include "server/cluster/etcd_client.h"
 #include "storage/key_codec.h"
 #include "tests/blackbox/field_load.h"
 #include "tests/blackbox/leader_watch.h"
@@ -131,6 +133,111 @@ TEST_F(ReplicationTest, HungLeaderAtTheDefaultShardCountIsReplacedAndWakesFenced
   // here). None may be charged twice.
   ExpectNoPaymentChargedTwice(reports);
   ExpectConsistentHistory();
+}
+
+// etcd ends a paused leader's lease early, as etcd 3.4 did from a stalled
+// old etcd leader: its leader keys go at once while it still counts on the
+// lease (a 30 s lease, renewed every 7.5 s and trusted for 26.5 s after
+// each renewal: at least 19 s after the pause; its successor waits out the
+// read lease, 15 s after the last acknowledgement). Another
+// replica takes the shard and completes a claim the paused leader holds
+// in progress. Resumed, with a read of that key already waiting for it,
+// the old leader must not answer from its stale records: its voters' read
+// lease has run out (docs/replication.md §3). Against a build whose leaders
+// trust etcd's lease alone (and whose replicas promise at once), the
+// successor completed the claim 2.3 s after the pause and the old leader
+// answered IN_PROGRESS in 2 runs of 3.
+TEST_F(ReplicationTest, ALeaderWhoseEtcdLeaseEndsEarlyAnswersNoStaleRead) {
+  ReplicatedClusterOptions options;
+  options.shards = 1024;
+  // Long enough that the old leader still trusts etcd's lease when it
+  // wakes: its successor waits out half of it (the read lease).
+  options.leader_lease = absl::Seconds(30);
+  ASSERT_NO_FATAL_FAILURE(StartCluster(options, 0, absl::Seconds(90)));
+  const std::string key = "stale-read";
+  const uint32_t shard = storage::ShardOf(kPaymentNs, key, options.shards);
+  const int old_leader = cluster_->Leaders()[shard].node;
+  ASSERT_GE(old_leader, 0) << "shard " << shard << " has no leader";
+
+  v1::ClaimRequest claim;
+  claim.set_namespace_(kPaymentNs);
+  claim.set_key(key);
+  claim.set_owner("worker-1");
+  claim.set_lease_ms(120000);
+  absl::StatusOr<v1::ClaimResponse> claimed = client_->Claim(claim);
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  ASSERT_EQ(claimed->outcome(), v1::ClaimResponse::ACQUIRED) << claimed->ShortDebugString();
+
+  server::cluster::EtcdOptions etcd_options;
+  etcd_options.endpoints = {cluster_->etcd().endpoint()};
+  auto etcd = server::cluster::EtcdClient::Connect(etcd_options);
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  const std::string leader_key =
+      absl::StrCat("/dedup/", options.cluster_name, "/leader/", shard);
+  const absl::StatusOr<std::optional<server::cluster::EtcdKeyValue>> led =
+      (*etcd)->Get(leader_key);
+  ASSERT_TRUE(led.ok()) << led.status();
+  ASSERT_TRUE(led->has_value() && (*led)->lease != 0) << leader_key << " is not on a lease";
+
+  const absl::Time paused_at = absl::Now();
+  cluster_->PauseNode(old_leader);
+  ASSERT_TRUE((*etcd)->RevokeLease((*led)->lease).ok());
+  int new_leader = -1;
+  const absl::Time give_up = absl::Now() + absl::Seconds(40);
+  while (absl::Now() < give_up) {
+    new_leader = cluster_->Leaders()[shard].node;
+    if (new_leader >= 0 && new_leader != old_leader) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_TRUE(new_leader >= 0 && new_leader != old_leader)
+      << "shard " << shard << " was not led again while node " << old_leader << " was paused";
+  v1::CompleteRequest complete;
+  complete.set_namespace_(kPaymentNs);
+  complete.set_key(key);
+  complete.set_token(claimed->token());
+  complete.set_result("charged");
+  // Straight to the new leader, which may take a moment to serve.
+  v1::CompleteResponse completed;
+  grpc::Status complete_status;
+  for (const absl::Time until = absl::Now() + absl::Seconds(10); absl::Now() < until;) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    complete_status = cluster_->stub(new_leader).Complete(&context, complete, &completed);
+    if (complete_status.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(complete_status.ok()) << complete_status.error_message();
+  ASSERT_EQ(completed.outcome(), v1::CompleteResponse::OK) << completed.ShortDebugString();
+  std::cout << "node " << new_leader << " leads shard " << shard << " and completed the claim "
+            << absl::FormatDuration(absl::Now() - paused_at) << " after node " << old_leader
+            << " was paused\n";
+
+  // The read waits in the old leader's socket when it wakes.
+  v1::QueryRequest query;
+  query.set_namespace_(kPaymentNs);
+  query.set_key(key);
+  v1::QueryResponse answer;
+  grpc::Status status;
+  std::thread read([&] {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    status = cluster_->stub(old_leader).Query(&context, query, &answer);
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  cluster_->ResumeNode(old_leader);
+  read.join();
+  std::cout << "node " << old_leader << ", resumed, answered: "
+            << (status.ok() ? answer.ShortDebugString() : status.error_message()) << "\n";
+  if (status.ok()) {
+    EXPECT_EQ(answer.record().state(), v1::STATE_COMPLETED)
+        << "a stale read: " << answer.ShortDebugString();
+  } else {
+    EXPECT_TRUE(status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                status.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
+        << status.error_code() << ": " << status.error_message();
+  }
+  auto settled = cluster_->WaitForAllShardsLed(kFailover);
+  EXPECT_TRUE(settled.ok()) << settled.status();
 }
 
 // A follower loses its volume: stopped, its data directory deleted, started
