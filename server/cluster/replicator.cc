@@ -389,8 +389,8 @@ void Replicator::CoordinateLoop() {
 absl::Status Replicator::CheckLeading(uint32_t s) {
   Shard& shard = *shards_[s];
   absl::MutexLock lock(&shard.mu);
-  const bool leased = shard.leading && shard.serving && LeaseValid() &&
-                      shard.lead_lease == lease_id_.load();
+  const bool leased =
+      shard.leading && shard.serving && LeaseValid() && shard.lead_lease == lease_id_.load();
   if (leased && ReadLeaseValid(shard)) return absl::OkStatus();
   if (leased) {
     return absl::UnavailableError(absl::StrCat(

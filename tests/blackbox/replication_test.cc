@@ -172,10 +172,8 @@ TEST_F(ReplicationTest, ALeaderWhoseEtcdLeaseEndsEarlyAnswersNoStaleRead) {
   etcd_options.endpoints = {cluster_->etcd().endpoint()};
   auto etcd = server::cluster::EtcdClient::Connect(etcd_options);
   ASSERT_TRUE(etcd.ok()) << etcd.status();
-  const std::string leader_key =
-      absl::StrCat("/dedup/", options.cluster_name, "/leader/", shard);
-  const absl::StatusOr<std::optional<server::cluster::EtcdKeyValue>> led =
-      (*etcd)->Get(leader_key);
+  const std::string leader_key = absl::StrCat("/dedup/", options.cluster_name, "/leader/", shard);
+  const absl::StatusOr<std::optional<server::cluster::EtcdKeyValue>> led = (*etcd)->Get(leader_key);
   ASSERT_TRUE(led.ok()) << led.status();
   ASSERT_TRUE(led->has_value() && (*led)->lease != 0) << leader_key << " is not on a lease";
 

@@ -337,9 +337,8 @@ SimulationResult Simulation::Run() {
     write.shard = s;
     Schedule(std::move(write));
   }
-  const bool faults =
-      o_.crashes || o_.pauses || o_.partitions || o_.etcd_isolation || o_.slow_nodes ||
-      o_.early_revocations || o_.slow_disks;
+  const bool faults = o_.crashes || o_.pauses || o_.partitions || o_.etcd_isolation ||
+                      o_.slow_nodes || o_.early_revocations || o_.slow_disks;
   if (faults) {
     Event fault;
     fault.kind = EventKind::kFault;

@@ -217,8 +217,8 @@ void Simulation::AdvanceCommit(uint32_t node, uint32_t s) {
   Replica& r = nodes_[node].shards[s];
   if (!r.leading) return;
   std::map<uint32_t, uint64_t> held;
-  held[node] = o_.leader_counts_synced_entries ? std::min<uint64_t>(r.durable, r.log.size())
-                                               : r.log.size();
+  held[node] =
+      o_.leader_counts_synced_entries ? std::min<uint64_t>(r.durable, r.log.size()) : r.log.size();
   for (const auto& [peer, p] : r.peers) held[peer] = p.match;
   const uint64_t before = r.commit;
   r.commit = core::NextCommit(r.commit, core::MajorityHolds(r.voters, held), r.epoch_start);

@@ -75,6 +75,20 @@ std::string Report(const SimulationResult& r) {
   return absl::StrCat(r.violation, "\n--- the run's last events ---\n", r.trace);
 }
 
+// Runs a rule the simulation must catch: at least one of `runs` seeds from
+// `first_seed` breaks an invariant, and the first such violation names
+// `violation`. Prints how many runs caught `rule`.
+void ExpectCaught(const SimulationOptions& options, uint64_t first_seed, uint64_t runs,
+                  const std::string& violation, const std::string& rule) {
+  uint64_t failed = 0, ran = 0;
+  const SimulationResult r = RunSeeds(options, first_seed, runs, &failed, &ran);
+  ASSERT_FALSE(r.ok) << "no seed caught " << rule;
+  EXPECT_NE(r.violation.find(violation), std::string::npos) << Report(r);
+  std::printf("%s was caught in %llu of %llu runs; first: %s\n", rule.c_str(),
+              static_cast<unsigned long long>(failed), static_cast<unsigned long long>(ran),
+              r.violation.c_str());
+}
+
 // The move rule as the replicator had it: the target promoted once within
 // 256 entries of the leader's log and of the commit point, the source
 // removed once the target is within 256 entries of the leader's log.
@@ -146,13 +160,7 @@ TEST(SimulationTest, MovesLoseNoCommittedEntry) {
 TEST(SimulationTest, TheRuleWithA256EntryAllowanceLosesCommittedEntries) {
   SimulationOptions o = MovesUnderFaults();
   o.move_rule = RuleWithA256EntryAllowance;
-  uint64_t failed = 0, runs = 0;
-  const SimulationResult r = RunSeeds(o, 1000, 150, &failed, &runs);
-  ASSERT_FALSE(r.ok) << "no seed caught the old move rule";
-  EXPECT_NE(r.violation.find("could elect a leader without it"), std::string::npos) << Report(r);
-  std::printf("the old move rule lost committed entries in %llu of %llu runs; first: %s\n",
-              static_cast<unsigned long long>(failed), static_cast<unsigned long long>(runs),
-              r.violation.c_str());
+  ExpectCaught(o, 1000, 150, "could elect a leader without it", "the 256-entry move rule");
 }
 
 // Three nodes at the default settings, 1,024 shards, steady writes; the
@@ -240,13 +248,7 @@ TEST(SimulationTest, ALeaseThatEtcdEndsEarlyNeverLetsTwoNodesAnswerReads) {
 TEST(SimulationTest, TrustingEtcdsLeaseAloneLetsTwoNodesAnswerReads) {
   SimulationOptions o = LeaseEndedEarlyWhilePaused();
   o.read_lease = false;
-  uint64_t failed = 0, runs = 0;
-  const SimulationResult r = RunSeeds(o, 1, 20, &failed, &runs);
-  ASSERT_FALSE(r.ok) << "no seed caught two nodes answering reads";
-  EXPECT_NE(r.violation.find("at once"), std::string::npos) << Report(r);
-  std::printf("without the read lease, two nodes answered reads in %llu of %llu runs; first: %s\n",
-              static_cast<unsigned long long>(failed), static_cast<unsigned long long>(runs),
-              r.violation.c_str());
+  ExpectCaught(o, 1, 20, "at once", "trusting etcd's lease alone for reads");
 }
 
 // Slow disks and crashes, under steady writes.
@@ -273,13 +275,7 @@ TEST(SimulationTest, SlowDisksAndCrashesLoseNoCommittedEntry) {
 TEST(SimulationTest, ALeaderCountingItsUnsyncedEntriesLosesCommittedOnes) {
   SimulationOptions o = SlowDisks();
   o.leader_counts_synced_entries = false;
-  uint64_t failed = 0, runs = 0;
-  const SimulationResult r = RunSeeds(o, 1, 30, &failed, &runs);
-  ASSERT_FALSE(r.ok) << "no seed caught a leader counting unsynced entries";
-  EXPECT_NE(r.violation.find("could elect a leader without it"), std::string::npos) << Report(r);
-  std::printf("counting unsynced entries lost committed ones in %llu of %llu runs; first: %s\n",
-              static_cast<unsigned long long>(failed), static_cast<unsigned long long>(runs),
-              r.violation.c_str());
+  ExpectCaught(o, 1, 30, "could elect a leader without it", "counting unsynced entries");
 }
 
 // Every fault at random, on a small cluster with moves and writes.
