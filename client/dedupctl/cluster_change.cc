@@ -321,61 +321,13 @@ std::optional<PlacementView> MergeAnswers(const std::vector<NodeAnswer>& answers
 }
 
 std::vector<PlannedMove> PlanBalance(const PlacementView& view) {
-  std::map<uint32_t, uint32_t> counts = view.VoterCounts();
-  std::vector<PlannedMove> moves;
-  std::set<uint32_t> planned;
-  auto holds = [&](const PlacementView::Shard& shard, uint32_t node) {
-    return Holds(shard.voters, node) || Holds(shard.learners, node);
-  };
-  // The node that may hold shards, lacks `shard` and holds the fewest.
-  auto emptiest = [&](const PlacementView::Shard& shard) -> int64_t {
-    int64_t best = -1;
-    for (const auto& [node, count] : counts) {
-      if (holds(shard, node)) continue;
-      if (best < 0 || count < counts[static_cast<uint32_t>(best)]) best = node;
-    }
-    return best;
-  };
-  for (uint32_t s = 0; s < view.shards.size(); ++s) {
-    const PlacementView::Shard& shard = view.shards[s];
-    if (shard.moving) continue;
-    for (uint32_t node : shard.voters) {
-      if (counts.count(node)) continue;  // Draining, or not live.
-      const int64_t to = emptiest(shard);
-      if (to < 0) break;
-      moves.push_back({s, node, static_cast<uint32_t>(to)});
-      ++counts[static_cast<uint32_t>(to)];
-      planned.insert(s);
-      break;  // One move per shard at a time.
-    }
+  std::vector<server::replication::ShardPlacement> shards(view.shards.size());
+  for (size_t s = 0; s < view.shards.size(); ++s) {
+    shards[s] = {view.shards[s].voters, view.shards[s].learners, view.shards[s].moving};
   }
-  while (counts.size() >= 2) {
-    // Fullest and emptiest nodes, the lowest index of a tie.
-    std::vector<std::pair<uint32_t, uint32_t>> by_count;  // (count, node)
-    for (const auto& [node, count] : counts) by_count.emplace_back(count, node);
-    std::sort(by_count.begin(), by_count.end());
-    bool found = false;
-    for (auto full = by_count.rbegin(); full != by_count.rend() && !found; ++full) {
-      for (auto empty = by_count.begin(); empty != by_count.end() && !found; ++empty) {
-        if (full->first <= empty->first + 1) break;
-        for (uint32_t s = 0; s < view.shards.size(); ++s) {
-          const PlacementView::Shard& shard = view.shards[s];
-          if (shard.moving || planned.count(s) || !Holds(shard.voters, full->second) ||
-              holds(shard, empty->second)) {
-            continue;
-          }
-          moves.push_back({s, full->second, empty->second});
-          --counts[full->second];
-          ++counts[empty->second];
-          planned.insert(s);
-          found = true;
-          break;
-        }
-      }
-    }
-    if (!found) break;
-  }
-  return moves;
+  std::set<uint32_t> eligible;
+  for (const auto& [node, count] : view.VoterCounts()) eligible.insert(node);
+  return server::replication::PlanBalance(shards, eligible);
 }
 
 int RunRebalance(const ChangeContext& context) {

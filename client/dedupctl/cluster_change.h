@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "cluster_status.h"
 #include "grpcpp/security/credentials.h"
+#include "server/replication/placement.h"
 
 namespace dedup::ctl {
 
@@ -54,18 +55,10 @@ struct PlacementView {
 // Nullopt when no node answered.
 std::optional<PlacementView> MergeAnswers(const std::vector<NodeAnswer>& answers);
 
-struct PlannedMove {
-  uint32_t shard = 0;
-  uint32_t from = 0;
-  uint32_t to = 0;
-};
+using PlannedMove = server::replication::PlannedMove;
 
-// The moves that bring the cluster to balance, at most one per shard:
-// first every voter on a node that drains or is not live goes to the
-// least-loaded node that may hold shards and lacks the shard; then, while
-// two such nodes differ by more than one voter, one shard of the fullest
-// goes to the emptiest. Shards already moving are left alone. Apply them,
-// then plan again: the next plan starts from what happened.
+// The moves that bring the cluster to balance (server::replication::
+// PlanBalance), for the nodes that are live and not draining.
 std::vector<PlannedMove> PlanBalance(const PlacementView& view);
 
 struct ChangeContext {

@@ -158,8 +158,8 @@ absl::Status Replicator::InitializePlacement() {
     }
   }
   // Shard s on nodes s..s+R-1 of those listed when the cluster was
-  // created: the same as before placement lived in etcd, so a cluster
-  // from then keeps its data where it is. Each key only if absent, so
+  // created (core::InitialVoters): the same as before placement lived in
+  // etcd, so a cluster from then keeps its data where it is. Each key only if absent, so
   // that the first node to start decides and nobody overwrites a move.
   // The absent keys go in transactions of kPlacementKeysPerTxn, so that a
   // new cluster of 1,024 shards costs etcd 16 round trips, not 1,024: they
@@ -168,9 +168,9 @@ absl::Status Replicator::InitializePlacement() {
   // nothing, and its keys are then tried one at a time.
   const uint32_t n = static_cast<uint32_t>(options_.nodes.size());
   auto initial = [&](uint32_t s) {
-    std::vector<uint32_t> voters;
-    for (uint32_t k = 0; k < options_.replication_factor; ++k) voters.push_back((s + k) % n);
-    return EtcdWrite{Key(absl::StrCat("placement/", s)), PlacementValue(voters, {}), 0, false};
+    return EtcdWrite{Key(absl::StrCat("placement/", s)),
+                     PlacementValue(core::InitialVoters(s, n, options_.replication_factor), {}), 0,
+                     false};
   };
   std::vector<uint32_t> absent;
   for (uint32_t s = 0; s < shards_.size(); ++s) {

@@ -19,6 +19,7 @@
 #include "server/cluster/replicator.h"
 #include "server/logging.h"
 #include "server/replication/move_rule.h"
+#include "server/replication/placement.h"
 #include "server/replication/quorum.h"
 #include "server/replication/timing.h"
 #include "spdlog/spdlog.h"

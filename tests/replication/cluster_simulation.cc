@@ -320,7 +320,7 @@ SimulationResult Simulation::Run() {
   for (Node& n : nodes_) n.shards.resize(o_.shards);
   // Placement as a new cluster writes it: nodes s, s+1, ... (mod n).
   for (uint32_t s = 0; s < o_.shards; ++s) {
-    for (uint32_t i = 0; i < rf; ++i) etcd_[s].voters.push_back((s + i) % o_.nodes);
+    etcd_[s].voters = core::InitialVoters(s, o_.nodes, rf);
     etcd_[s].placement_revision = ++revision_;
   }
   for (uint32_t node = 0; node < o_.nodes; ++node) {

@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/replication/placement.h"
 #include "server/replication/quorum.h"
 #include "server/replication/timing.h"
 #include "tests/replication/cluster_simulation.h"
