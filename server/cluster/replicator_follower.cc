@@ -118,31 +118,34 @@ rv1::PromiseResponse Replicator::HandlePromise(const rv1::PromiseRequest& reques
   absl::MutexLock lock(&shard.mu);
   response.set_promised_epoch(log_->Promised(s));
   ToProto(log_->Applied(s), response.mutable_applied());
-  if (shard.placed_learner || !Holds(shard.voters, options_.self)) {
-    response.set_reason(
-        "this replica is a learner of the shard (a move's target) and does not vote");
-    ToProto(log_->Last(s), response.mutable_last());
-    return response;
+  core::PromiseFacts facts;
+  facts.epoch = request.epoch();
+  facts.promised = log_->Promised(s);
+  facts.voter = !shard.placed_learner && Holds(shard.voters, options_.self);
+  facts.reseeding = shard.learner;
+  facts.leading = (shard.leading || shard.electing) && LeaseValid();
+  facts.sticky = Sticky(shard, request.candidate(), request.handoff_epoch());
+  std::string refused;
+  switch (core::DecidePromise(facts)) {
+    case core::PromiseAnswer::kGrant:
+    case core::PromiseAnswer::kPromisedLater:  // The log says why, below.
+      break;
+    case core::PromiseAnswer::kNotVoter:
+      refused = "this replica is a learner of the shard (a move's target) and does not vote";
+      break;
+    case core::PromiseAnswer::kReseeding:
+      refused = "this replica is re-seeding and may not vote yet";
+      break;
+    case core::PromiseAnswer::kLeading:
+      refused = "this replica leads the shard";
+      break;
+    case core::PromiseAnswer::kSticky:
+      refused = absl::StrCat("this replica heard from the leader of epoch ", shard.heard_epoch,
+                             " too recently");
+      break;
   }
-  if (shard.learner) {
-    response.set_reason("this replica is re-seeding and may not vote yet");
-    ToProto(log_->Last(s), response.mutable_last());
-    return response;
-  }
-  if ((shard.leading || shard.electing) && LeaseValid()) {
-    // The candidate read etcd before this node won the shard: a promise
-    // now would fence a leader that is alive and starting its epoch, and
-    // two live replicas would take the shard from each other in turn.
-    // While this node leads, its leader key keeps every other replica
-    // from standing; a leader that cannot commit gives the key up.
-    response.set_reason("this replica leads the shard");
-    ToProto(log_->Last(s), response.mutable_last());
-    return response;
-  }
-  if (Sticky(shard, request.candidate(), request.handoff_epoch())) {
-    // Its leader may still answer reads on this replica's word.
-    response.set_reason(absl::StrCat("this replica heard from the leader of epoch ",
-                                     shard.heard_epoch, " too recently"));
+  if (!refused.empty()) {
+    response.set_reason(refused);
     ToProto(log_->Last(s), response.mutable_last());
     return response;
   }

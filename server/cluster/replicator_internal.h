@@ -18,6 +18,7 @@
 #include "grpcpp/create_channel.h"
 #include "server/cluster/replicator.h"
 #include "server/logging.h"
+#include "server/replication/election.h"
 #include "server/replication/move_rule.h"
 #include "server/replication/placement.h"
 #include "server/replication/quorum.h"

@@ -34,15 +34,9 @@ bool Replicator::ReadLeaseValid(const Shard& shard) const {
 }
 
 bool Replicator::Sticky(const Shard& shard, uint32_t candidate, uint64_t handoff_epoch) const {
-  if (shard.heard_leader == -1 || shard.heard_leader == static_cast<int32_t>(candidate)) {
-    return false;
-  }
-  if (SteadyNowNs() - shard.heard_ns >=
-      absl::ToInt64Nanoseconds(core::Stickiness(options_.lease_ttl))) {
-    return false;
-  }
-  // The leader it heard stepped down before it named the candidate.
-  return handoff_epoch == 0 || shard.heard_epoch > handoff_epoch;
+  return core::Sticky(
+      {shard.heard_leader, shard.heard_epoch, absl::Nanoseconds(SteadyNowNs() - shard.heard_ns)},
+      candidate, handoff_epoch, options_.lease_ttl);
 }
 
 void Replicator::StepDownWithoutMajority() {
@@ -245,12 +239,8 @@ void Replicator::ElectionLoop() {
       // its target at once.
       const auto rank = std::find(shard->voters.begin(), shard->voters.end(), options_.self) -
                         shard->voters.begin();
-      absl::Duration wait = core::ElectionWait(rank, options_.lease_ttl);
-      if (shard->handoff_to == static_cast<int32_t>(options_.self)) {
-        wait = absl::ZeroDuration();
-      } else if (shard->handoff_to >= 0) {
-        wait += options_.lease_ttl / 2;
-      }
+      const absl::Duration wait =
+          core::StandWait(rank, shard->handoff_to, options_.self, options_.lease_ttl);
       const absl::Time since =
           shard->leaderless_since == absl::InfiniteFuture() ? absl::Now() : shard->leaderless_since;
       if (absl::Now() < since + wait || absl::Now() < shard->next_election) continue;

@@ -1,5 +1,5 @@
 // The simulated node's elections (simulation_model.h): which shards it may
-// stand for and when (core::ElectionWait), the ballot for promises, and
+// stand for and when (core::StandWait, core::Sticky), the ballot for promises, and
 // taking up or giving up the epoch.
 #include "tests/replication/simulation_model.h"
 
@@ -12,13 +12,8 @@ bool Simulation::MayStand(uint32_t node, uint32_t s) const {
   }
   const auto rank = std::find(r.voters.begin(), r.voters.end(), node) - r.voters.begin();
   const uint64_t handoff_epoch = r.handoff == static_cast<int32_t>(node) ? r.handoff_epoch : 0;
-  if (o_.read_lease && Sticky(r, node, handoff_epoch)) return false;
-  Time wait = core::ElectionWait(rank, o_.lease_ttl);
-  if (r.handoff == static_cast<int32_t>(node)) {
-    wait = absl::ZeroDuration();
-  } else if (r.handoff >= 0) {
-    wait += o_.lease_ttl / 2;
-  }
+  if (Sticky(r, node, handoff_epoch)) return false;
+  const Time wait = core::StandWait(rank, r.handoff, node, o_.lease_ttl);
   return now_ >= r.leaderless_since + wait && now_ >= r.next_election;
 }
 
@@ -57,7 +52,7 @@ void Simulation::AskPromises(uint32_t node, uint32_t s) {
   const EtcdShard& k = etcd_[s];
   const uint64_t handoff_epoch = k.handoff == static_cast<int32_t>(node) ? k.handoff_epoch : 0;
   if (!EtcdReachable(node) || k.leader >= 0 || !Holds(k.voters, node) ||
-      (o_.read_lease && Sticky(r, node, handoff_epoch))) {
+      Sticky(r, node, handoff_epoch)) {
     EndElection(node, s, /*lost=*/false);
     return;
   }

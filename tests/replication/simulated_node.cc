@@ -68,10 +68,9 @@ bool Simulation::ReadLeaseValid(uint32_t node, uint32_t s) const {
 }
 
 bool Simulation::Sticky(const Replica& r, uint32_t candidate, uint64_t handoff_epoch) const {
-  if (r.heard_leader == -1 || r.heard_leader == static_cast<int32_t>(candidate)) return false;
-  if (now_ - r.heard_at >= core::Stickiness(o_.lease_ttl)) return false;
-  // The leader it heard stepped down before it named the candidate.
-  return handoff_epoch == 0 || r.heard_epoch > handoff_epoch;
+  if (!o_.read_lease) return false;
+  return core::Sticky({r.heard_leader, r.heard_epoch, now_ - r.heard_at}, candidate, handoff_epoch,
+                      o_.lease_ttl);
 }
 
 void Simulation::StepDown(uint32_t node, uint32_t s, const std::string& why) {
@@ -412,9 +411,13 @@ void Simulation::OnPromise(const Message& m) {
   reply.last = r.Last();
   // A leader (with its lease) refuses: the candidate read etcd before it
   // won, and a promise would fence a live leader starting its epoch.
-  const bool leads = r.leading && LeaseValid(m.to);
-  const bool sticky = o_.read_lease && Sticky(r, m.from, m.handoff_epoch);
-  if (r.holds && Holds(r.voters, m.to) && m.epoch > r.promised && !leads && !sticky) {
+  core::PromiseFacts facts;
+  facts.epoch = m.epoch;
+  facts.promised = r.promised;
+  facts.voter = r.holds && Holds(r.voters, m.to);
+  facts.leading = r.leading && LeaseValid(m.to);
+  facts.sticky = Sticky(r, m.from, m.handoff_epoch);
+  if (core::DecidePromise(facts) == core::PromiseAnswer::kGrant) {
     r.promised = m.epoch;
     if (r.leading && m.epoch > r.lead_epoch) {
       StepDown(m.to, m.shard, absl::StrCat("promised epoch ", m.epoch, " to node ", m.from));

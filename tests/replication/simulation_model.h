@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/replication/election.h"
 #include "server/replication/placement.h"
 #include "server/replication/quorum.h"
 #include "server/replication/timing.h"
@@ -263,9 +264,7 @@ class Simulation {
     return nodes_[node].shards[s].serving && LeaseValid(node) &&
            (!o_.read_lease || ReadLeaseValid(node, s));
   }
-  // Whether the replica must refuse to promise `candidate` a new epoch:
-  // it accepted an append from another leader too recently, one that did
-  // not hand the shard over at `handoff_epoch` or later.
+  // core::Sticky for the replica, when the options hold a read lease.
   bool Sticky(const Replica& r, uint32_t candidate, uint64_t handoff_epoch) const;
 
   // A node's driver.

@@ -1,0 +1,74 @@
+// A replica's election rules (server/replication/election.h).
+
+#include "server/replication/election.h"
+
+#include "gtest/gtest.h"
+#include "server/replication/timing.h"
+
+namespace dedup::server::replication {
+namespace {
+
+constexpr absl::Duration kTtl = absl::Seconds(3);
+
+TEST(StandWaitTest, TheFirstVoterStandsAtOnceAndTheOthersInTurn) {
+  EXPECT_EQ(StandWait(0, -1, 5, kTtl), absl::ZeroDuration());
+  EXPECT_EQ(StandWait(1, -1, 5, kTtl), Tick(kTtl) * 2);
+  EXPECT_EQ(StandWait(2, -1, 5, kTtl), Tick(kTtl) * 2 + kTtl / 2);
+}
+
+TEST(StandWaitTest, AHandOffsTargetStandsAtOnceAndTheOthersLater) {
+  EXPECT_EQ(StandWait(2, 5, 5, kTtl), absl::ZeroDuration());
+  EXPECT_EQ(StandWait(0, 4, 5, kTtl), kTtl / 2);
+  EXPECT_EQ(StandWait(1, 4, 5, kTtl), Tick(kTtl) * 2 + kTtl / 2);
+}
+
+TEST(StickyTest, AReplicaThatHeardALeaderLatelyPromisesNoOtherCandidate) {
+  const HeardLeader heard{/*node=*/1, /*epoch=*/7, /*ago=*/Stickiness(kTtl) / 2};
+  EXPECT_TRUE(Sticky(heard, 2, 0, kTtl));
+  // The leader itself may stand again: it stopped leading first.
+  EXPECT_FALSE(Sticky(heard, 1, 0, kTtl));
+  // Long enough ago, the leader's read lease has ended.
+  EXPECT_FALSE(Sticky({1, 7, Stickiness(kTtl)}, 2, 0, kTtl));
+  // Nobody heard since a start without a promise.
+  EXPECT_FALSE(Sticky({}, 2, 0, kTtl));
+}
+
+TEST(StickyTest, AHandOffFreesTheLeadersFollowersButNotThoseOfALaterLeader) {
+  const HeardLeader heard{1, 7, absl::Milliseconds(10)};
+  EXPECT_FALSE(Sticky(heard, 2, 7, kTtl));
+  EXPECT_FALSE(Sticky(heard, 2, 9, kTtl));
+  EXPECT_TRUE(Sticky(heard, 2, 6, kTtl));
+}
+
+TEST(StickyTest, AReplicaJustStartedWaitsForAnyLeaderItMayHaveHeard) {
+  const HeardLeader unknown{-2, 7, absl::Milliseconds(10)};
+  EXPECT_TRUE(Sticky(unknown, 2, 0, kTtl));
+  EXPECT_TRUE(Sticky(unknown, 1, 6, kTtl));
+  EXPECT_FALSE(Sticky(unknown, 2, 7, kTtl));
+}
+
+TEST(DecidePromiseTest, GrantsOnlyAVoterThatNeitherLeadsNorIsStickyNorPromisedLater) {
+  PromiseFacts facts;
+  facts.epoch = 8;
+  facts.promised = 7;
+  facts.voter = true;
+  EXPECT_EQ(DecidePromise(facts), PromiseAnswer::kGrant);
+  PromiseFacts later = facts;
+  later.promised = 8;
+  EXPECT_EQ(DecidePromise(later), PromiseAnswer::kPromisedLater);
+  PromiseFacts sticky = facts;
+  sticky.sticky = true;
+  EXPECT_EQ(DecidePromise(sticky), PromiseAnswer::kSticky);
+  PromiseFacts leading = sticky;
+  leading.leading = true;
+  EXPECT_EQ(DecidePromise(leading), PromiseAnswer::kLeading);
+  PromiseFacts reseeding = leading;
+  reseeding.reseeding = true;
+  EXPECT_EQ(DecidePromise(reseeding), PromiseAnswer::kReseeding);
+  PromiseFacts learner = reseeding;
+  learner.voter = false;
+  EXPECT_EQ(DecidePromise(learner), PromiseAnswer::kNotVoter);
+}
+
+}  // namespace
+}  // namespace dedup::server::replication
