@@ -670,21 +670,22 @@ void Replicator::BalanceLeaders() {
     uint32_t home;
     {
       absl::MutexLock lock(&shard->mu);
-      if (!shard->leading || !shard->serving || shard->voters.empty() ||
-          shard->move.revision != 0) {
-        continue;
-      }
+      if (!shard->leading || shard->voters.empty()) continue;
       home = shard->voters.front();
       if (home == options_.self) continue;
+      core::HandBackFacts facts;
+      facts.serving = shard->serving;
+      facts.moving = shard->move.revision != 0;
       auto it = shard->peers.find(home);
-      if (it == shard->peers.end()) continue;
-      // The home node must have answered steadily for a whole lease.
-      if (now - it->second.last_heard > Tick(options_.lease_ttl) * 2 ||
-          now - shard->leading_since < options_.lease_ttl ||
-          it->second.live_since == absl::InfiniteFuture() ||
-          now - it->second.live_since < options_.lease_ttl) {
-        continue;
+      facts.first_is_peer = it != shard->peers.end();
+      if (facts.first_is_peer) {
+        facts.first_silent_for = now - it->second.last_heard;
+        facts.first_live_for = it->second.live_since == absl::InfiniteFuture()
+                                   ? absl::ZeroDuration()
+                                   : now - it->second.live_since;
       }
+      facts.leading_for = now - shard->leading_since;
+      if (!core::ShouldHandBack(facts, options_.lease_ttl)) continue;
     }
     HandOffShard(shard.get(), static_cast<int32_t>(home), now + Tick(options_.lease_ttl),
                  "its first replica is back");

@@ -31,4 +31,10 @@ PromiseAnswer DecidePromise(const PromiseFacts& facts) {
   return PromiseAnswer::kGrant;
 }
 
+bool ShouldHandBack(const HandBackFacts& facts, absl::Duration ttl) {
+  return facts.serving && !facts.moving && facts.first_is_peer &&
+         facts.first_silent_for <= Tick(ttl) * 2 && facts.first_live_for >= ttl &&
+         facts.leading_for >= ttl;
+}
+
 }  // namespace dedup::server::replication

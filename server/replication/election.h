@@ -57,6 +57,24 @@ enum class PromiseAnswer {
 
 PromiseAnswer DecidePromise(const PromiseFacts& facts);
 
+// What a leader knows of the shard's first voter (its preferred leader),
+// when it is not that voter itself.
+struct HandBackFacts {
+  bool serving = false;  // It leads and serves the shard.
+  bool moving = false;   // A move of the shard is under way.
+  bool first_is_peer = false;
+  absl::Duration first_silent_for = absl::InfiniteDuration();  // Since it last answered.
+  absl::Duration first_live_for;                               // Answering without a gap.
+  absl::Duration leading_for;
+};
+
+// Whether a leader hands the shard back to its first voter, so that
+// leadership spreads over the nodes again after a failover: once that
+// voter has answered steadily for a whole lease, and this leader has led
+// for one. (The hand-off itself waits until the voter holds the whole
+// log.)
+bool ShouldHandBack(const HandBackFacts& facts, absl::Duration ttl);
+
 }  // namespace dedup::server::replication
 
 #endif  // DEDUP_SERVER_REPLICATION_ELECTION_H_

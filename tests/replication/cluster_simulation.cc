@@ -411,6 +411,12 @@ SimulationResult Simulation::Run() {
       CheckLiveness();
     }
   }
+  for (uint32_t s = 0; s < etcd_.size(); ++s) {
+    const EtcdShard& k = etcd_[s];
+    if (!k.voters.empty() && k.leader == static_cast<int32_t>(k.voters.front())) {
+      ++result_.led_by_first_voter;
+    }
+  }
   if (tracing_) result_.trace = absl::StrJoin(trace_, "\n");
   return result_;
 }

@@ -120,6 +120,9 @@ struct SimulationOptions {
   // its disk has synced it (as the replicator does: it appends, synced,
   // before it ships).
   bool leader_counts_synced_entries = true;
+  // Whether a leader hands a shard back to its first voter once that one
+  // has answered steadily for a lease (the replicator's BalanceLeaders).
+  bool hand_back = false;
 
   // Keep the trace of the run's last events even when it passes.
   bool trace = false;
@@ -137,6 +140,7 @@ struct SimulationResult {
   uint64_t moves_done = 0;
   uint64_t faults = 0;
   absl::Duration longest_leaderless;  // Counted only while a majority could lead.
+  uint32_t led_by_first_voter = 0;    // Shards, at the end of the run.
   std::string trace;                  // The last events, when the run failed.
 };
 

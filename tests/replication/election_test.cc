@@ -70,5 +70,30 @@ TEST(DecidePromiseTest, GrantsOnlyAVoterThatNeitherLeadsNorIsStickyNorPromisedLa
   EXPECT_EQ(DecidePromise(learner), PromiseAnswer::kNotVoter);
 }
 
+TEST(ShouldHandBackTest, OnceTheFirstVoterHasAnsweredSteadilyForALease) {
+  HandBackFacts facts;
+  facts.serving = true;
+  facts.first_is_peer = true;
+  facts.first_silent_for = Tick(kTtl);
+  facts.first_live_for = kTtl;
+  facts.leading_for = kTtl;
+  EXPECT_TRUE(ShouldHandBack(facts, kTtl));
+  HandBackFacts silent = facts;
+  silent.first_silent_for = Tick(kTtl) * 3;
+  EXPECT_FALSE(ShouldHandBack(silent, kTtl));
+  HandBackFacts just_back = facts;
+  just_back.first_live_for = kTtl / 2;
+  EXPECT_FALSE(ShouldHandBack(just_back, kTtl));
+  HandBackFacts just_won = facts;
+  just_won.leading_for = kTtl / 2;
+  EXPECT_FALSE(ShouldHandBack(just_won, kTtl));
+  HandBackFacts moving = facts;
+  moving.moving = true;
+  EXPECT_FALSE(ShouldHandBack(moving, kTtl));
+  HandBackFacts not_serving = facts;
+  not_serving.serving = false;
+  EXPECT_FALSE(ShouldHandBack(not_serving, kTtl));
+}
+
 }  // namespace
 }  // namespace dedup::server::replication

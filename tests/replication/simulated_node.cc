@@ -129,6 +129,31 @@ void Simulation::ApplyPlacement(uint32_t node, uint32_t s, const EtcdShard& view
   touched_.insert(s);
 }
 
+void Simulation::HandBack(uint32_t node, uint32_t s) {
+  Replica& r = nodes_[node].shards[s];
+  if (!o_.hand_back || !r.leading || r.voters.empty() || r.voters.front() == node) return;
+  const uint32_t home = r.voters.front();
+  core::HandBackFacts f;
+  f.serving = r.serving;
+  f.moving = r.move_revision != 0;
+  auto it = r.peers.find(home);
+  f.first_is_peer = it != r.peers.end();
+  if (f.first_is_peer) {
+    const Peer& p = it->second;
+    f.first_silent_for = p.last_heard == -kNever ? kNever : now_ - p.last_heard;
+    f.first_live_for = p.live_since == kNever ? absl::ZeroDuration() : now_ - p.live_since;
+  }
+  f.leading_for = now_ - r.won_at;
+  // Each hand-off writes to etcd; without a lease, etcd is out of reach.
+  if (!core::ShouldHandBack(f, o_.lease_ttl) || !LeaseValid(node)) return;
+  if (it->second.match < r.log.size()) return;  // Only to a voter holding the whole log.
+  const uint64_t epoch = r.lead_epoch;
+  StepDown(node, s, "its first replica is back");
+  r.handoff = static_cast<int32_t>(home);
+  r.next_election = std::max(r.next_election, now_ + o_.lease_ttl / 2);
+  ReleaseLeaderKey(node, s, epoch, static_cast<int32_t>(home));
+}
+
 void Simulation::ReadLeadership(uint32_t node) {
   if (!EtcdReachable(node)) return;
   Node& n = nodes_[node];
@@ -377,6 +402,7 @@ void Simulation::OnAppendReply(const Message& m) {
   Peer& p = r.peers[m.from];
   p.sent_at = -kNever;
   if (m.result == AppendResult::kNotReplica) return;
+  if (p.live_since == kNever || now_ - p.last_heard > tick_ * 2) p.live_since = now_;
   p.last_heard = now_;
   const uint64_t held = m.prev.seq + m.entries.size();
   if (m.result == AppendResult::kAppended || m.result == AppendResult::kMismatch) {
@@ -527,6 +553,7 @@ void Simulation::OnTick(uint32_t node) {
     ShipAll(node, s, /*heartbeat=*/true);
     CheckQuorum(node, s);
     AdvanceMove(node, s);
+    HandBack(node, s);
   }
   StartElections(node);
 }

@@ -97,6 +97,8 @@ struct Peer {
   Time sent_at = -kNever;  // Of the append in flight; -kNever: none.
   // When the newest append this peer acknowledged was sent.
   Time acked_sent_at = -kNever;
+  // Since when it has answered without a gap of two ticks; kNever: not.
+  Time live_since = kNever;
 };
 
 enum class Phase { kNone, kReading, kPromises, kCatchUp };
@@ -283,6 +285,8 @@ class Simulation {
   void AdvanceCommit(uint32_t node, uint32_t s);
   void CheckQuorum(uint32_t node, uint32_t s);
   void AdvanceMove(uint32_t node, uint32_t s);
+  // Hands the shard back to its first voter (core::ShouldHandBack).
+  void HandBack(uint32_t node, uint32_t s);
   void StartElections(uint32_t node);
   bool MayStand(uint32_t node, uint32_t s) const;
   void BeginElection(uint32_t node, uint32_t s);
