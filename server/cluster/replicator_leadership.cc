@@ -25,12 +25,14 @@ void Replicator::StepDownWithoutLease() {
 }
 
 bool Replicator::ReadLeaseValid(const Shard& shard) const {
-  const int64_t now = SteadyNowNs();
-  const int64_t lease = absl::ToInt64Nanoseconds(core::ReadLease(options_.lease_ttl));
-  return core::MajorityAnswered(shard.voters, options_.self, [&](uint32_t voter) {
-    auto it = shard.peers.find(voter);
-    return it != shard.peers.end() && it->second.acked_sent_ns > now - lease;
-  });
+  const int64_t since =
+      SteadyNowNs() - absl::ToInt64Nanoseconds(core::ReadLease(options_.lease_ttl));
+  std::set<uint32_t> acked;
+  for (const auto& [peer, p] : shard.peers) {
+    if (p.acked_sent_ns > since) acked.insert(peer);
+  }
+  return core::MajorityAnswered(shard.voters, options_.self,
+                                [&](uint32_t voter) { return acked.count(voter) > 0; });
 }
 
 bool Replicator::Sticky(const Shard& shard, uint32_t candidate, uint64_t handoff_epoch) const {
