@@ -83,8 +83,12 @@ const char* RoleName(Role role) {
   switch (role) {
     case Role::kClaim:
       return "claim";
-    case Role::kAdmin:
-      return "admin";
+    case Role::kRead:
+      return "read";
+    case Role::kScan:
+      return "scan";
+    case Role::kCluster:
+      return "cluster";
     case Role::kReplica:
       return "replica";
   }
@@ -319,9 +323,24 @@ absl::Status Authorizer::Authorize(const Caller& caller, absl::string_view ns, R
   const auto it = grants_.find(caller.identity);
   if (it != grants_.end()) {
     for (const Grant* grant : it->second) {
-      const bool holds = role == Role::kClaim   ? grant->claim
-                         : role == Role::kAdmin ? grant->admin
-                                                : grant->replica;
+      bool holds = false;
+      switch (role) {
+        case Role::kClaim:
+          holds = grant->claim;
+          break;
+        case Role::kRead:
+          holds = grant->read || grant->claim;
+          break;
+        case Role::kScan:
+          holds = grant->scan;
+          break;
+        case Role::kCluster:
+          holds = grant->cluster;
+          break;
+        case Role::kReplica:
+          holds = grant->replica;
+          break;
+      }
       if (!holds) continue;
       for (const std::string& granted : grant->namespaces) {
         if (granted == "*" || granted == ns) return absl::OkStatus();

@@ -29,10 +29,13 @@ namespace dedup::server {
 // authentication is off and every caller may do everything (the loopback
 // default).
 
-// What a grant allows.
+// What a grant allows. In the configuration, "admin" grants both kScan
+// and kCluster.
 enum class Role {
-  kClaim,  // Claim, Complete, Release, Extend, Query, and those in Batch and Stream.
-  kAdmin,  // Scan.
+  kClaim,    // Claim, Complete, Release, Extend, Query, and those in Batch and Stream.
+  kRead,     // Query, alone and in Batch and Stream: a claim grant includes it.
+  kScan,     // Scan: reconciliation jobs and operators' reports.
+  kCluster,  // MoveShard and SetDraining, on "*": where replicas live.
   // The replicas' own protocol (dedup.replication.v1): granted to the
   // nodes' identities, on "*".
   kReplica,
@@ -56,7 +59,9 @@ struct Grant {
   std::string identity;
   std::vector<std::string> namespaces;
   bool claim = false;
-  bool admin = false;
+  bool read = false;
+  bool scan = false;
+  bool cluster = false;
   bool replica = false;
 };
 

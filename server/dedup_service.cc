@@ -147,7 +147,7 @@ grpc::ServerUnaryReactor* DedupService::Topology(grpc::CallbackServerContext* co
 
 namespace {
 
-// The placement calls change the whole cluster: they need "admin" on "*".
+// The placement calls change the whole cluster: they need "cluster" on "*".
 // etcd is called on a pool thread, not on gRPC's.
 template <typename Body>
 grpc::ServerUnaryReactor* RunPlacementCall(grpc::CallbackServerContext* context, Authorizer* auth,
@@ -156,7 +156,7 @@ grpc::ServerUnaryReactor* RunPlacementCall(grpc::CallbackServerContext* context,
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<Caller> caller = auth->Authenticate(*context);
   absl::Status allowed =
-      caller.ok() ? auth->Authorize(*caller, "*", Role::kAdmin) : caller.status();
+      caller.ok() ? auth->Authorize(*caller, "*", Role::kCluster) : caller.status();
   if (!allowed.ok()) {
     if (caller.ok()) metrics->RecordDenied("", DenyReason::kNoGrant);
     reactor->Finish(ToGrpcStatus(allowed));
@@ -236,8 +236,9 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
     reactor->Finish(status);
   };
   absl::StatusOr<Caller> caller = Authenticate(*context, request->namespace_());
+  const Role role = method == Method::kQuery ? Role::kRead : Role::kClaim;
   absl::Status allowed =
-      caller.ok() ? Authorize(*caller, request->namespace_(), Role::kClaim) : caller.status();
+      caller.ok() ? Authorize(*caller, request->namespace_(), role) : caller.status();
   if (!allowed.ok()) {
     finish(ToGrpcStatus(allowed));
     return reactor;
@@ -336,9 +337,11 @@ std::string DedupService::ExecuteBatch(const v1::BatchRequest& request, const Ca
   positions.reserve(n);
   for (int i = 0; i < n; ++i) {
     const v1::Operation& item = request.operations(i);
-    absl::Status allowed = item.op_case() == v1::Operation::OP_NOT_SET
-                               ? absl::OkStatus()  // Translate answers INVALID_ARGUMENT.
-                               : Authorize(caller, OperationNamespace(item), Role::kClaim);
+    absl::Status allowed =
+        item.op_case() == v1::Operation::OP_NOT_SET
+            ? absl::OkStatus()  // Translate answers INVALID_ARGUMENT.
+            : Authorize(caller, OperationNamespace(item),
+                        item.op_case() == v1::Operation::kQuery ? Role::kRead : Role::kClaim);
     if (!allowed.ok()) {
       results[i] = allowed;
       continue;
@@ -414,7 +417,7 @@ grpc::ServerWriteReactor<v1::Record>* DedupService::Scan(grpc::CallbackServerCon
                                                          const v1::ScanRequest* request) {
   absl::StatusOr<Caller> caller = Authenticate(*context, request->namespace_());
   absl::Status allowed =
-      caller.ok() ? Authorize(*caller, request->namespace_(), Role::kAdmin) : caller.status();
+      caller.ok() ? Authorize(*caller, request->namespace_(), Role::kScan) : caller.status();
   return new ScanReactor(this, *request, ToGrpcStatus(allowed));
 }
 

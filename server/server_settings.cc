@@ -274,21 +274,38 @@ absl::Status ResolveAuth(const v1::AuthConfig& in, AuthSettings* out) {
       if (!s.ok()) return s;
     }
     grant.namespaces.assign(g.namespaces().begin(), g.namespaces().end());
+    constexpr char kRoles[] =
+        "\"claim\", \"read\", \"scan\", \"cluster\", \"admin\" (scan and cluster) or "
+        "\"replica\"";
     if (g.roles().empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ".roles: name at least one of \"claim\", \"admin\", \"replica\""));
+          absl::StrCat(field, ".roles: name at least one of ", kRoles));
     }
     for (int j = 0; j < g.roles_size(); ++j) {
-      if (g.roles(j) == "claim") {
+      const std::string& role = g.roles(j);
+      if (role == "claim") {
         grant.claim = true;
-      } else if (g.roles(j) == "admin") {
-        grant.admin = true;
-      } else if (g.roles(j) == "replica") {
+      } else if (role == "read") {
+        grant.read = true;
+      } else if (role == "scan") {
+        grant.scan = true;
+      } else if (role == "cluster") {
+        grant.cluster = true;
+      } else if (role == "admin") {
+        grant.scan = grant.cluster = true;
+      } else if (role == "replica") {
         grant.replica = true;
       } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".roles[", j, "]: must be ", kRoles, ", got \"", role, "\""));
+      }
+      const bool everywhere = std::find(grant.namespaces.begin(), grant.namespaces.end(), "*") !=
+                              grant.namespaces.end();
+      if (role == "cluster" && !everywhere) {
         return absl::InvalidArgumentError(absl::StrCat(
-            field, ".roles[", j, "]: must be \"claim\", \"admin\" or \"replica\", got \"",
-            g.roles(j), "\""));
+            field, ".roles[", j,
+            "]: \"cluster\" moves replicas of every namespace at once; grant it on namespaces "
+            "\"*\""));
       }
     }
     out->grants.push_back(std::move(grant));

@@ -165,8 +165,8 @@ refuse "auth.grants with replicationFactor 3 need tls.enabled" \
 refuse "its identity needs a grant" --set tls.enabled=true --set tls.secretName=dedupd-tls \
   --set helmTest.enabled=false --set "auth.grants[0].identity=a" \
   --set "auth.grants[0].namespaces[0]=payments" --set "auth.grants[0].roles[0]=claim"
-# The cluster Jobs move replicas, as admin, with the nodes' certificate or their own.
-refuse "which need the admin role on .*, presenting the certificate of tls.secretName" \
+# The cluster Jobs move replicas, as cluster (or admin), with the nodes' certificate or their own.
+refuse "which need the cluster role (or admin) on .*, presenting the certificate of tls.secretName" \
   --set tls.enabled=true --set tls.secretName=dedupd-tls --set helmTest.enabled=false \
   --set "auth.grants[0].identity=spiffe://prod/dedupd" --set "auth.grants[0].namespaces[0]=*" \
   --set "auth.grants[0].roles[0]=replica"
@@ -603,7 +603,7 @@ for needle in ('tokens_file: "/etc/dedupd-auth/tokens"',
                'namespaces: "*"', 'roles: "admin"',
                'identity: "spiffe://dedup/dedupd-helm-test"', 'namespaces: "dedupd-helm-test"',
                'grants {\n    identity: "spiffe://dedup/dedupd"\n    namespaces: "*"\n'
-               '    roles: "replica"\n    roles: "admin"\n  }'):
+               '    roles: "replica"\n    roles: "cluster"\n  }'):
     check(needle in auth_text, f"[auth-cert-manager] ConfigMap auth block has {needle!r}")
 for case in ("replicas1", "replicas3", "tls-network-policy"):
     text = dig(one(docs.get(case, []), "ConfigMap", case), "data", "dedupd.textproto", default="")

@@ -26,7 +26,7 @@ namespace {
 constexpr char kNs[] = "payments";
 
 // The callers of the matrix, by what they are granted.
-enum class Who { kNobody, kUngranted, kClaimer, kAdmin };
+enum class Who { kNobody, kUngranted, kClaimer, kAdmin, kReader, kScanner, kOperator };
 
 const char* WhoName(Who who) {
   switch (who) {
@@ -38,6 +38,12 @@ const char* WhoName(Who who) {
       return "claim grant";
     case Who::kAdmin:
       return "admin grant";
+    case Who::kReader:
+      return "read grant";
+    case Who::kScanner:
+      return "scan grant";
+    case Who::kOperator:
+      return "cluster grant";
   }
   return "?";
 }
@@ -50,18 +56,25 @@ constexpr char kTokenA[] = "tok-worker-a-5a0c1f7e9b2d4c36";
 constexpr char kTokenB[] = "tok-worker-b-77e1d9a3c5f04b28";
 constexpr char kTokenOps[] = "tok-ops-0f3b8a61d2c94e57";
 constexpr char kTokenNobody[] = "tok-nobody-c41e95b7a6d8f203";
+constexpr char kTokenReader[] = "tok-reader-9d2e61a0b7c34f85";
+constexpr char kTokenScanner[] = "tok-scanner-3b8f07c2e91d4a66";
+constexpr char kTokenOperator[] = "tok-operator-e05a4d93c1b27f48";
 
 std::string TokenLine(const std::string& identity, const std::string& token) {
   return absl::StrCat(identity, " sha256:", Sha256Hex(token), "\n");
 }
 
 // Grants: worker-a and worker-b may claim in payments, ops is admin of
-// every namespace, nobody has no grant at all.
+// every namespace, reader may only read payments, scanner may only scan
+// and operator may only move replicas; nobody has no grant at all.
 constexpr char kGrants[] = R"pb(
   grants { identity: "spiffe://test/worker-a" namespaces: "payments" roles: "claim" }
   grants { identity: "spiffe://test/worker-b" namespaces: "payments" roles: "claim" }
   grants { identity: "spiffe://test/ops" namespaces: "*" roles: "admin" }
   grants { identity: "dns:worker-c.test" namespaces: "payments" roles: "claim" }
+  grants { identity: "spiffe://test/reader" namespaces: "payments" roles: "read" }
+  grants { identity: "spiffe://test/scanner" namespaces: "*" roles: "scan" }
+  grants { identity: "spiffe://test/operator" namespaces: "*" roles: "cluster" }
 )pb";
 
 class AuthorizationTest : public ::testing::TestWithParam<Transport> {
@@ -71,6 +84,9 @@ class AuthorizationTest : public ::testing::TestWithParam<Transport> {
     certs_.AddClient("ops", "URI:spiffe://test/ops");
     certs_.AddClient("nobody", "URI:spiffe://test/nobody");
     certs_.AddClient("anonymous", "");
+    certs_.AddClient("reader", "URI:spiffe://test/reader");
+    certs_.AddClient("scanner", "URI:spiffe://test/scanner");
+    certs_.AddClient("operator", "URI:spiffe://test/operator");
     if (GetParam() == Transport::kMutualTls) {
       certs_.AddClient("dns-imposter", "DNS:spiffe://test/worker-b");
       certs_.AddClient("worker-c", "DNS:worker-c.test");
@@ -80,7 +96,10 @@ class AuthorizationTest : public ::testing::TestWithParam<Transport> {
                                 << TokenLine("spiffe://test/worker-a", kTokenA)
                                 << TokenLine("spiffe://test/worker-b", kTokenB)
                                 << TokenLine("spiffe://test/ops", kTokenOps)
-                                << TokenLine("spiffe://test/nobody", kTokenNobody);
+                                << TokenLine("spiffe://test/nobody", kTokenNobody)
+                                << TokenLine("spiffe://test/reader", kTokenReader)
+                                << TokenLine("spiffe://test/scanner", kTokenScanner)
+                                << TokenLine("spiffe://test/operator", kTokenOperator);
     const std::string tls = GetParam() == Transport::kMutualTls
                                 ? certs_.ServerTlsConfig()
                                 : absl::StrCat("tls { cert: '", certs_.Pem("server"), "' key: '",
@@ -96,8 +115,10 @@ class AuthorizationTest : public ::testing::TestWithParam<Transport> {
 
   // A stub for `who` over this test's transport, on a connection of its own.
   std::unique_ptr<v1::Dedup::Stub> StubFor(Who who) {
-    static const char* const kCert[] = {"anonymous", "nobody", "client", "ops"};
-    static const char* const kToken[] = {"", kTokenNobody, kTokenA, kTokenOps};
+    static const char* const kCert[] = {"anonymous", "nobody",  "client",  "ops",
+                                        "reader",    "scanner", "operator"};
+    static const char* const kToken[] = {"",           kTokenNobody,  kTokenA,       kTokenOps,
+                                         kTokenReader, kTokenScanner, kTokenOperator};
     const int i = static_cast<int>(who);
     return GetParam() == Transport::kMutualTls ? StubWith(kCert[i], "") : StubWith("", kToken[i]);
   }
@@ -234,10 +255,10 @@ TEST_P(AuthorizationTest, EachRpcGivesTheExactCodeForEachKindOfCaller) {
     Codes want;
   } kMatrix[] = {
       //                claim complete release extend query batch stream scan topology
-      {Who::kNobody, {U, U, U, U, U, U, U, U, U}},
-      {Who::kUngranted, {D, D, D, D, D, D, D, D, D}},
-      {Who::kClaimer, {K, K, K, K, K, K, K, D, K}},
-      {Who::kAdmin, {D, D, D, D, D, D, D, K, K}},
+      {Who::kNobody, {U, U, U, U, U, U, U, U, U}},   {Who::kUngranted, {D, D, D, D, D, D, D, D, D}},
+      {Who::kClaimer, {K, K, K, K, K, K, K, D, K}},  {Who::kAdmin, {D, D, D, D, D, D, D, K, K}},
+      {Who::kReader, {D, D, D, D, K, K, K, D, K}},   {Who::kScanner, {D, D, D, D, D, D, D, K, K}},
+      {Who::kOperator, {D, D, D, D, D, D, D, D, K}},
   };
   for (const auto& row : kMatrix) {
     SCOPED_TRACE(WhoName(row.who));
@@ -252,13 +273,50 @@ TEST_P(AuthorizationTest, EachRpcGivesTheExactCodeForEachKindOfCaller) {
     EXPECT_EQ(got.scan, row.want.scan) << "Scan";
     EXPECT_EQ(got.topology, row.want.topology) << "Topology";
   }
-  // Refused for want of a grant, under the namespace: Claim, Complete,
-  // Release, Extend, Query by both; Scan by both; the Batch and Stream items
-  // of the admin. The identity without any grant has its Batch and Stream
+  // Refused for want of a grant, under the namespace: the five unary calls
+  // of the ungranted, admin, scan and cluster identities and the four
+  // writes of the reader; Scan of the ungranted, claim, read and cluster
+  // identities; the Batch and Stream items of the admin, scan and cluster
+  // identities. The identity without any grant has its Batch and Stream
   // refused whole, before any item is read (and Topology): counted as
   // "other".
-  EXPECT_EQ(Denied(kNs, "no_grant"), 2 * 5 + 2 + 2);
+  EXPECT_EQ(Denied(kNs, "no_grant"), 4 * 5 + 4 + 4 + 3 * 2);
   EXPECT_EQ(Denied("other", "no_grant"), 3);
+}
+
+// Moving replicas takes the cluster role on "*" (admin includes it); a
+// single node answers FAILED_PRECONDITION to whoever gets past that.
+TEST_P(AuthorizationTest, OnlyTheClusterRoleMovesReplicas) {
+  const struct {
+    Who who;
+    grpc::StatusCode want;
+  } kCases[] = {
+      {Who::kOperator, grpc::StatusCode::FAILED_PRECONDITION},
+      {Who::kAdmin, grpc::StatusCode::FAILED_PRECONDITION},
+      {Who::kScanner, grpc::StatusCode::PERMISSION_DENIED},
+      {Who::kReader, grpc::StatusCode::PERMISSION_DENIED},
+      {Who::kClaimer, grpc::StatusCode::PERMISSION_DENIED},
+  };
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(WhoName(c.who));
+    std::unique_ptr<v1::Dedup::Stub> stub = StubFor(c.who);
+    v1::MoveShardRequest move;
+    move.set_shard(0);
+    move.set_from(0);
+    move.set_to(1);
+    v1::MoveShardResponse moved;
+    const grpc::Status move_status = stub->MoveShard(NewContext().get(), move, &moved);
+    EXPECT_EQ(move_status.error_code(), c.want) << move_status.error_message();
+    v1::SetDrainingRequest drain;
+    drain.set_node(0);
+    drain.set_draining(true);
+    v1::SetDrainingResponse drained;
+    const grpc::Status drain_status = stub->SetDraining(NewContext().get(), drain, &drained);
+    EXPECT_EQ(drain_status.error_code(), c.want) << drain_status.error_message();
+    if (c.want == grpc::StatusCode::PERMISSION_DENIED) {
+      EXPECT_THAT(move_status.error_message(), ::testing::HasSubstr("no 'cluster' grant"));
+    }
+  }
 }
 
 TEST_P(AuthorizationTest, DenialsNameTheIdentityTheNamespaceAndTheMissingGrant) {
@@ -559,26 +617,38 @@ TEST(AuthorizationPartsTest, WithoutGrantsEveryCallerMayDoEverything) {
   absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(AuthSettings());
   ASSERT_TRUE(auth.ok());
   EXPECT_FALSE((*auth)->enabled());
-  EXPECT_TRUE((*auth)->Authorize(Caller(), "any", Role::kAdmin).ok());
+  EXPECT_TRUE((*auth)->Authorize(Caller(), "any", Role::kScan).ok());
+  EXPECT_TRUE((*auth)->Authorize(Caller(), "*", Role::kCluster).ok());
 }
 
 TEST(AuthorizationPartsTest, AGrantCoversOnlyItsRolesAndNamespaces) {
   AuthSettings settings;
-  settings.grants.push_back({"id-a", {"payments", "refunds"}, /*claim=*/true, /*admin=*/false});
-  settings.grants.push_back({"id-a", {"*"}, /*claim=*/false, /*admin=*/true});
-  settings.grants.push_back({"id-b", {"refunds"}, /*claim=*/true, /*admin=*/false});
+  Grant claim_a{"id-a", {"payments", "refunds"}};
+  claim_a.claim = true;
+  Grant scan_a{"id-a", {"*"}};
+  scan_a.scan = true;
+  Grant claim_b{"id-b", {"refunds"}};
+  claim_b.claim = true;
+  Grant read_c{"id-c", {"payments"}};
+  read_c.read = true;
+  settings.grants = {claim_a, scan_a, claim_b, read_c};
   absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(settings);
   ASSERT_TRUE(auth.ok());
   const Authorizer& a = **auth;
   EXPECT_TRUE(a.Authorize(Caller{"id-a", "", "id-a"}, "payments", Role::kClaim).ok());
   EXPECT_TRUE(a.Authorize(Caller{"id-a", "", "id-a"}, "refunds", Role::kClaim).ok());
   EXPECT_FALSE(a.Authorize(Caller{"id-a", "", "id-a"}, "orders", Role::kClaim).ok());
-  EXPECT_TRUE(a.Authorize(Caller{"id-a", "", "id-a"}, "orders", Role::kAdmin).ok());
+  EXPECT_TRUE(a.Authorize(Caller{"id-a", "", "id-a"}, "orders", Role::kScan).ok());
+  EXPECT_FALSE(a.Authorize(Caller{"id-a", "", "id-a"}, "*", Role::kCluster).ok());
   EXPECT_FALSE(a.Authorize(Caller{"id-b", "", "id-b"}, "payments", Role::kClaim).ok());
-  EXPECT_FALSE(a.Authorize(Caller{"id-b", "", "id-b"}, "refunds", Role::kAdmin).ok());
-  EXPECT_FALSE(a.Authorize(Caller{"id-c", "", "id-c"}, "refunds", Role::kClaim).ok());
+  EXPECT_FALSE(a.Authorize(Caller{"id-b", "", "id-b"}, "refunds", Role::kScan).ok());
+  // A claim grant reads too; a read grant only reads.
+  EXPECT_TRUE(a.Authorize(Caller{"id-b", "", "id-b"}, "refunds", Role::kRead).ok());
+  EXPECT_TRUE(a.Authorize(Caller{"id-c", "", "id-c"}, "payments", Role::kRead).ok());
+  EXPECT_FALSE(a.Authorize(Caller{"id-c", "", "id-c"}, "payments", Role::kClaim).ok());
+  EXPECT_FALSE(a.Authorize(Caller{"id-c", "", "id-c"}, "refunds", Role::kRead).ok());
   EXPECT_TRUE(a.AuthorizeAny(Caller{"id-b", "", "id-b"}).ok());
-  EXPECT_FALSE(a.AuthorizeAny(Caller{"id-c", "", "id-c"}).ok());
+  EXPECT_FALSE(a.AuthorizeAny(Caller{"id-d", "", "id-d"}).ok());
 }
 
 }  // namespace

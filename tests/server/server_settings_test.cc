@@ -259,16 +259,23 @@ TEST(ServerSettingsTest, AuthIsOffWithoutGrantsAndEachGrantIsChecked) {
                        roles: "claim"
                      }
                      grants { identity: "ops" namespaces: "*" roles: "admin" roles: "claim" }
+                     grants { identity: "audit" namespaces: "payments" roles: "read" roles: "scan" }
+                     grants { identity: "mover" namespaces: "*" roles: "cluster" }
                    })pb");
   ASSERT_TRUE(on.ok()) << on.status();
   EXPECT_TRUE(on->auth.enabled());
   EXPECT_EQ(on->auth.tokens_file, "tokens");
   EXPECT_EQ(on->auth.refresh_interval_ms, 2000);
-  ASSERT_EQ(on->auth.grants.size(), 2u);
+  ASSERT_EQ(on->auth.grants.size(), 4u);
   EXPECT_EQ(on->auth.grants[0].namespaces, (std::vector<std::string>{"payments", "refunds"}));
   EXPECT_TRUE(on->auth.grants[0].claim);
-  EXPECT_FALSE(on->auth.grants[0].admin);
-  EXPECT_TRUE(on->auth.grants[1].claim && on->auth.grants[1].admin);
+  EXPECT_FALSE(on->auth.grants[0].read || on->auth.grants[0].scan || on->auth.grants[0].cluster);
+  // "admin" is scan and cluster together.
+  EXPECT_TRUE(on->auth.grants[1].claim && on->auth.grants[1].scan && on->auth.grants[1].cluster);
+  EXPECT_TRUE(on->auth.grants[2].read && on->auth.grants[2].scan);
+  EXPECT_FALSE(on->auth.grants[2].claim || on->auth.grants[2].cluster);
+  EXPECT_TRUE(on->auth.grants[3].cluster);
+  EXPECT_FALSE(on->auth.grants[3].scan || on->auth.grants[3].read || on->auth.grants[3].claim);
 
   const struct {
     const char* config;
@@ -278,9 +285,12 @@ TEST(ServerSettingsTest, AuthIsOffWithoutGrantsAndEachGrantIsChecked) {
       {"auth { grants { identity: 'a' roles: 'claim' } }", "auth.grants[0].namespaces: name at"},
       {"auth { grants { identity: 'a' namespaces: 'Bad NS' roles: 'claim' } }",
        "auth.grants[0].namespaces[0]"},
-      {"auth { grants { identity: 'a' namespaces: '*' } }", "auth.grants[0].roles: name at"},
+      {"auth { grants { identity: 'a' namespaces: 'payments' roles: 'cluster' } }",
+       "auth.grants[0].roles[0]: \"cluster\" moves replicas of every namespace"},
       {"auth { grants { identity: 'a' namespaces: '*' roles: 'write' } }",
-       "auth.grants[0].roles[0]: must be \"claim\", \"admin\" or \"replica\", got \"write\""},
+       "auth.grants[0].roles[0]: must be \"claim\", \"read\", \"scan\", \"cluster\", \"admin\" "
+       "(scan and cluster) or \"replica\", got \"write\""},
+      {"auth { grants { identity: 'a' namespaces: '*' } }", "auth.grants[0].roles: name at"},
       {"auth { tokens_file: 'tokens' }", "auth.tokens_file: set without auth.grants"},
       {"listen: '0.0.0.0:7400' insecure: true auth { tokens_file: 'tokens' grants { identity: "
        "'a' namespaces: '*' roles: 'claim' } }",

@@ -9,7 +9,7 @@ follows replicaCount. "true" when they are rendered.
 
 {{/*
 "true" when the Jobs present the nodes' own certificate, issued by the
-chart: the chart then grants its identity admin beside replica.
+chart: the chart then grants its identity cluster beside replica.
 */}}
 {{- define "dedupd.clusterJobsUseNodeCertificate" -}}
 {{- if and (eq (include "dedupd.clusterJobsEnabled" .) "true") .Values.tls.enabled .Values.tls.certManager.enabled (not .Values.clusterJobs.tlsSecretName) -}}true{{- end -}}

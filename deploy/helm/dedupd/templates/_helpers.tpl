@@ -181,13 +181,13 @@ auth {
   {{- if eq (include "dedupd.replicaGrantIssued" .) "true" }}
   # The nodes' own server certificate, issued by the chart: replicated
   # nodes call each other's Replication service with it{{ if eq (include "dedupd.clusterJobsUseNodeCertificate" .) "true" }}, and the
-  # cluster Jobs move shard replicas with it (admin){{ end }}.
+  # cluster Jobs move shard replicas with it (cluster){{ end }}.
   grants {
     identity: {{ include "dedupd.nodeIdentity" . | quote }}
     namespaces: "*"
     roles: "replica"
     {{- if eq (include "dedupd.clusterJobsUseNodeCertificate" .) "true" }}
-    roles: "admin"
+    roles: "cluster"
     {{- end }}
   }
   {{- end }}
@@ -399,7 +399,7 @@ spiffe://{{ .Release.Namespace }}/{{ include "dedupd.fullname" . }}
 "true" when the chart grants the nodes' own certificate the replica role:
 grants are set (otherwise every caller may call the Replication service),
 the cluster is replicated, and the chart issues that certificate. It also
-grants admin when the cluster Jobs present that certificate.
+grants cluster when the cluster Jobs present that certificate.
 */}}
 {{- define "dedupd.replicaGrantIssued" -}}
 {{- if and .Values.auth.grants (eq (include "dedupd.replicated" .) "true") .Values.tls.enabled .Values.tls.certManager.enabled -}}true{{- end -}}
@@ -505,14 +505,14 @@ cluster cannot run with, each with what to do.
 {{- end -}}
 {{- end -}}
 {{- if and .Values.clusterJobs.enabled (or .Values.clusterJobs.tlsSecretName (not .Values.tls.certManager.enabled)) -}}
-{{- $admin := false -}}
+{{- $mover := false -}}
 {{- range .Values.auth.grants -}}
-{{- if and (has "admin" .roles) (has "*" .namespaces) -}}
-{{- $admin = true -}}
+{{- if and (or (has "cluster" .roles) (has "admin" .roles)) (has "*" .namespaces) -}}
+{{- $mover = true -}}
 {{- end -}}
 {{- end -}}
-{{- if not $admin -}}
-{{- fail (printf "auth.grants: the cluster Jobs (clusterJobs) move shard replicas with `dedupctl cluster rebalance` and `remove-node`, which need the admin role on \"*\", presenting the certificate of %s. Add a grant {identity: <its first URI SAN, else its first DNS SAN>, namespaces: [\"*\"], roles: [admin]}, or set clusterJobs.enabled=false and move replicas by hand" (ternary "clusterJobs.tlsSecretName" "tls.secretName (the nodes' own)" (not (empty .Values.clusterJobs.tlsSecretName)))) -}}
+{{- if not $mover -}}
+{{- fail (printf "auth.grants: the cluster Jobs (clusterJobs) move shard replicas with `dedupctl cluster rebalance` and `remove-node`, which need the cluster role (or admin) on \"*\", presenting the certificate of %s. Add a grant {identity: <its first URI SAN, else its first DNS SAN>, namespaces: [\"*\"], roles: [cluster]}, or set clusterJobs.enabled=false and move replicas by hand" (ternary "clusterJobs.tlsSecretName" "tls.secretName (the nodes' own)" (not (empty .Values.clusterJobs.tlsSecretName)))) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
