@@ -423,7 +423,13 @@ def step_counters(prom, report, dashboard, load_start, load_end):
     if not check(len(panel) == 1, "the dashboard has the panel '%s'" % HEADLINE_PANEL):
         return
     expr = grafana_substitute(panel[0]["targets"][0]["expr"], {}, SCRAPE_SECONDS)
-    series = prom.query_range(expr, load_start - 5, load_end + 5, SCRAPE_SECONDS)
+    # Until the last increment has left the rate's window: one scrape to
+    # be seen, the window, and a scrape of margin. The range must not end
+    # in the future, where it has no points: that cut off the last
+    # increments of a two-second load.
+    range_end = load_end + rate_interval(SCRAPE_SECONDS) + 2 * SCRAPE_SECONDS + 1
+    time.sleep(max(0.0, range_end + SCRAPE_SECONDS - time.time()))
+    series = prom.query_range(expr, load_start - 5, range_end, SCRAPE_SECONDS)
     shown = sum(float(v) * SCRAPE_SECONDS for s in series
                 if s["metric"].get("namespace") == NAMESPACE for _, v in s["values"])
     check(abs(shown - sent) <= 0.25 * sent,
@@ -431,15 +437,20 @@ def step_counters(prom, report, dashboard, load_start, load_end):
           "25%% tolerance)" % (shown, sent))
 
 
+def rate_interval(step):
+    """$__rate_interval as Grafana computes it for a Prometheus source."""
+    return max(4 * SCRAPE_SECONDS, step + SCRAPE_SECONDS)
+
+
 def grafana_substitute(expr, values, step):
     """expr with Grafana's variables replaced: $__rate_interval as Grafana
     computes it for a Prometheus source (max(4 x scrape interval, step +
     scrape interval)), $__interval as the step, and each template variable
     as a regex of its selected values (All: its allValue, .*)."""
-    rate_interval = max(4 * SCRAPE_SECONDS, step + SCRAPE_SECONDS)
-    expr = re.sub(r"\$\{?__rate_interval\}?", "%ds" % rate_interval, expr)
+    interval = rate_interval(step)
+    expr = re.sub(r"\$\{?__rate_interval\}?", "%ds" % interval, expr)
     expr = re.sub(r"\$\{?__interval\}?", "%ds" % step, expr)
-    expr = re.sub(r"\$\{?__range\}?", "%ds" % rate_interval, expr)
+    expr = re.sub(r"\$\{?__range\}?", "%ds" % interval, expr)
 
     def variable(m):
         name = m.group(1) or m.group(2)
