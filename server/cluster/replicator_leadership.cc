@@ -25,14 +25,19 @@ void Replicator::StepDownWithoutLease() {
 }
 
 bool Replicator::ReadLeaseValid(const Shard& shard) const {
+  // On every call's path: no allocation, a few voters at most.
   const int64_t since =
       SteadyNowNs() - absl::ToInt64Nanoseconds(core::ReadLease(options_.lease_ttl));
-  std::set<uint32_t> acked;
-  for (const auto& [peer, p] : shard.peers) {
-    if (p.acked_sent_ns > since) acked.insert(peer);
+  uint32_t answered = 0;
+  for (uint32_t voter : shard.voters) {
+    if (voter == options_.self) {
+      ++answered;
+      continue;
+    }
+    auto it = shard.peers.find(voter);
+    if (it != shard.peers.end() && it->second.acked_sent_ns > since) ++answered;
   }
-  return core::MajorityAnswered(shard.voters, options_.self,
-                                [&](uint32_t voter) { return acked.count(voter) > 0; });
+  return answered >= core::Majority(shard.voters.size());
 }
 
 bool Replicator::Sticky(const Shard& shard, uint32_t candidate, uint64_t handoff_epoch) const {
