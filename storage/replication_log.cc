@@ -270,10 +270,10 @@ absl::StatusOr<LogEntry> ReplicationLog::ReadEntry(uint32_t shard, uint64_t seq)
   return LogEntry{GetBigEndian(absl::string_view(value).substr(1), 8), seq, value.substr(9)};
 }
 
-absl::Status ReplicationLog::AppendAfter(uint32_t shard, uint64_t leader_epoch, LogPosition prev,
-                                         const std::vector<LogEntry>& entries, bool sync) {
-  ShardLog& log = *shards_[shard];
-  absl::MutexLock lock(&log.mu);
+absl::Status ReplicationLog::StageAppendAfter(uint32_t shard, ShardLog& log,
+                                              uint64_t leader_epoch, LogPosition prev,
+                                              absl::Span<const LogEntry> entries,
+                                              rocksdb::WriteBatch* batch, LogPosition* last_out) {
   if (leader_epoch < log.promised) {
     return absl::FailedPreconditionError(absl::StrCat("shard ", shard, ": epoch ", leader_epoch,
                                                       " is fenced (promised ", log.promised, ")"));
@@ -314,11 +314,16 @@ absl::Status ReplicationLog::AppendAfter(uint32_t shard, uint64_t leader_epoch, 
                                            " are trimmed; send from there"));
   }
 
-  rocksdb::WriteBatch batch;
+  // What this shard adds to `batch` is taken back if anything below fails.
+  batch->SetSavePoint();
+  auto fail = [&](absl::Status status) {
+    batch->RollbackToSavePoint().PermitUncheckedError();
+    return status;
+  };
   if (leader_epoch > log.promised) {
     std::string value;
     PutBigEndian(&value, leader_epoch, 8);
-    batch.Put(dir_->log(), ShardKey(kPromiseTag, shard), value);
+    batch->Put(dir_->log(), ShardKey(kPromiseTag, shard), value);
   }
   LogPosition last = log.last;
   bool truncated = false;
@@ -326,27 +331,75 @@ absl::Status ReplicationLog::AppendAfter(uint32_t shard, uint64_t leader_epoch, 
     if (!truncated && entry.seq <= log.last.seq) {
       if (entry.seq < log.first_seq) continue;  // Trimmed, hence committed: the same.
       absl::StatusOr<LogEntry> held = ReadEntry(shard, entry.seq);
-      if (!held.ok()) return held.status();
+      if (!held.ok()) return fail(held.status());
       if (held->epoch == entry.epoch) continue;  // Same position, same entry.
       if (entry.seq <= log.applied.seq) {
-        return absl::InternalError(absl::StrCat("shard ", shard, ": entry ", entry.seq,
-                                                " was applied at epoch ", held->epoch,
-                                                " but the leader's is of epoch ", entry.epoch));
+        return fail(absl::InternalError(absl::StrCat("shard ", shard, ": entry ", entry.seq,
+                                                     " was applied at epoch ", held->epoch,
+                                                     " but the leader's is of epoch ",
+                                                     entry.epoch)));
       }
       // An uncommitted tail of an older epoch: replaced from here.
-      batch.DeleteRange(dir_->log(), EntryKey(shard, entry.seq), EntryKey(shard, log.last.seq + 1));
+      batch->DeleteRange(dir_->log(), EntryKey(shard, entry.seq),
+                         EntryKey(shard, log.last.seq + 1));
       truncated = true;
     }
-    batch.Put(dir_->log(), EntryKey(shard, entry.seq), EncodeEntry(entry.epoch, entry.batch));
+    batch->Put(dir_->log(), EntryKey(shard, entry.seq), EncodeEntry(entry.epoch, entry.batch));
     last = entry.position();
   }
-  if (batch.Count() == 0) return absl::OkStatus();
-  absl::Status written =
-      Write(dir_, durability_, &batch, sync, absl::StrCat("appending to shard ", shard, "'s log"));
-  if (!written.ok()) return written;
-  if (truncated || log.last < last) log.last = last;
-  log.promised = std::max(log.promised, leader_epoch);
+  batch->PopSavePoint().PermitUncheckedError();
+  *last_out = (truncated || log.last < last) ? last : log.last;
   return absl::OkStatus();
+}
+
+absl::Status ReplicationLog::AppendAfter(uint32_t shard, uint64_t leader_epoch, LogPosition prev,
+                                         const std::vector<LogEntry>& entries, bool sync) {
+  std::vector<FollowerAppend> one(1);
+  one[0] = {shard, leader_epoch, prev, absl::MakeConstSpan(entries)};
+  std::vector<absl::Status> appended = AppendAfterAll(one, sync);
+  return appended.front();
+}
+
+std::vector<absl::Status> ReplicationLog::AppendAfterAll(absl::Span<const FollowerAppend> appends,
+                                                         bool sync) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  std::vector<absl::Status> results(appends.size());
+  // Shards locked in index order, as AppendAll does.
+  const std::optional<std::vector<size_t>> ordered = InShardOrder(appends);
+  if (!ordered.has_value()) {
+    for (absl::Status& result : results) {
+      result = absl::InvalidArgumentError("AppendAfterAll: a shard appears twice");
+    }
+    return results;
+  }
+  const std::vector<size_t>& order = *ordered;
+  for (size_t i : order) shards_[appends[i].shard]->mu.Lock();
+  rocksdb::WriteBatch batch;
+  std::vector<LogPosition> lasts(appends.size());
+  for (size_t i : order) {
+    const FollowerAppend& a = appends[i];
+    results[i] = StageAppendAfter(a.shard, *shards_[a.shard], a.leader_epoch, a.prev, a.entries,
+                                  &batch, &lasts[i]);
+  }
+  if (batch.Count() > 0) {
+    const absl::Status written =
+        Write(dir_, durability_, &batch, sync,
+              appends.size() == 1 ? absl::StrCat("appending to shard ", appends[0].shard, "'s log")
+                                  : std::string("appending to several shards' logs"));
+    if (!written.ok()) {
+      for (absl::Status& result : results) {
+        if (result.ok()) result = written;
+      }
+    }
+  }
+  for (size_t i : order) {
+    ShardLog& log = *shards_[appends[i].shard];
+    if (results[i].ok()) {
+      log.last = lasts[i];
+      log.promised = std::max(log.promised, appends[i].leader_epoch);
+    }
+    log.mu.Unlock();
+  }
+  return results;
 }
 
 absl::Status ReplicationLog::SyncAppends() {

@@ -15,6 +15,10 @@
 #include "absl/types/span.h"
 #include "storage/store.h"
 
+namespace rocksdb {
+class WriteBatch;
+}  // namespace rocksdb
+
 namespace dedup::storage {
 
 class DataDir;  // storage/data_dir.h: RocksDB stays out of this header.
@@ -127,6 +131,18 @@ class ReplicationLog {
   // that a follower taking several shards' appends in one call syncs once.
   absl::Status AppendAfter(uint32_t shard, uint64_t leader_epoch, LogPosition prev,
                            const std::vector<LogEntry>& entries, bool sync = true);
+  // AppendAfter for several shards (distinct) at once, in one RocksDB
+  // write: what a follower takes from one call of its leader's. One
+  // status per append, in order; a shard that fails adds nothing to the
+  // write, and a failed write fails every shard.
+  struct FollowerAppend {
+    uint32_t shard = 0;
+    uint64_t leader_epoch = 0;
+    LogPosition prev;
+    absl::Span<const LogEntry> entries;
+  };
+  std::vector<absl::Status> AppendAfterAll(absl::Span<const FollowerAppend> appends,
+                                           bool sync = true);
   // In fsync durability, syncs every write made so far (the WAL); in
   // buffered, nothing.
   absl::Status SyncAppends();
@@ -197,6 +213,12 @@ class ReplicationLog {
 
   ReplicationLog(DataDir* dir, Durability durability);
   absl::Status Load(uint32_t shard, ShardLog* log);
+  // AppendAfter's checks, and its puts added to `batch`; `*last` is where
+  // the log ends once `batch` is written. Adds nothing on an error.
+  absl::Status StageAppendAfter(uint32_t shard, ShardLog& log, uint64_t leader_epoch,
+                                LogPosition prev, absl::Span<const LogEntry> entries,
+                                rocksdb::WriteBatch* batch, LogPosition* last)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(log.mu);
   // The entry at `seq`, or NOT_FOUND.
   absl::StatusOr<LogEntry> ReadEntry(uint32_t shard, uint64_t seq) const;
 

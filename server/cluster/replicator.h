@@ -311,6 +311,16 @@ class Replicator : public storage::ShardReplicator {
     int64_t sent_ns = 0;  // SteadyNowNs when planned, before it went.
     replication::v1::AppendRequest request;
   };
+  // One shard's append as a follower takes it (HandleAppend, HandleShip).
+  struct FollowerAppend {
+    uint32_t shard = 0;
+    storage::LogPosition prev;
+    std::vector<storage::LogEntry> entries;
+    // Committed entries to apply through once the append is answered for;
+    // 0: none now.
+    uint64_t apply_to = 0;
+    replication::v1::AppendResponse response;
+  };
   enum class ShipPlan {
     kSend,      // `out` holds the append.
     kIdle,      // Nothing to send now (not leading, nothing new, or shipped elsewhere).
@@ -336,6 +346,19 @@ class Replicator : public storage::ShardReplicator {
   // with it while a newly registered address replaces it here.
   std::shared_ptr<replication::v1::Replication::Stub> PeerStub(uint32_t node);
   std::string Address(uint32_t node);
+
+  // A follower's append, in three steps around the write of its entries:
+  // the checks before it (false: refused, `append->response` says why),
+  // the answer after it, and the apply of what is committed, which needs
+  // no shard lock and is batched over every shard of a call.
+  bool BeginAppend(Shard& shard, const replication::v1::AppendRequest& request,
+                   FollowerAppend* append) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  void FinishAppend(Shard& shard, const replication::v1::AppendRequest& request,
+                    absl::Status appended, FollowerAppend* append)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  void ApplyCommitted(std::vector<FollowerAppend>& appends);
+  replication::v1::AppendResponse AppendAnswer(uint32_t shard,
+                                               replication::v1::AppendResponse::Result result) const;
 
   absl::Status Join();
   // Records this node's shard count in etcd (shard-count) if the cluster
@@ -387,8 +410,17 @@ class Replicator : public storage::ShardReplicator {
   // lacks entries.
   bool TakeAppendResult(const Outgoing& sent, uint32_t peer, grpc::Status status,
                         const replication::v1::AppendResponse& response, bool* more);
-  // Wakes the shipping loops: new entries to send.
+  // Wakes the shipping loops to look at every shard they ship: on a
+  // change of leadership or placement, or at Stop.
   void KickShippers();
+  // Wakes the loops of `peers` to send `shard`'s new entries, and only
+  // that shard's unless more is due: with a thousand shards, a round
+  // that looked at each of them would cost more than the write itself.
+  struct NewEntries {
+    uint32_t shard = 0;
+    std::vector<uint32_t> peers;
+  };
+  void KickShippers(const std::vector<NewEntries>& appended);
   // Counts one call to `peer` carrying `entries` log entries.
   void CountShipped(uint32_t peer, size_t entries);
   // Notes that `peer` answered a replication call of this node's.
@@ -465,6 +497,10 @@ class Replicator : public storage::ShardReplicator {
   // Bumped whenever entries are appended (and on Stop): the loops wait on it.
   absl::Mutex ship_mu_;
   uint64_t ship_generation_ ABSL_GUARDED_BY(ship_mu_) = 0;
+  // Bumped by KickShippers(): every loop then looks at all its shards.
+  uint64_t ship_all_generation_ ABSL_GUARDED_BY(ship_mu_) = 0;
+  // By peer: shards with entries appended since its loop last took them.
+  std::map<uint32_t, std::set<uint32_t>> ship_due_ ABSL_GUARDED_BY(ship_mu_);
 
   std::atomic<int64_t> lease_id_{0};
   // Steady-clock nanoseconds until which this node's lease is certainly its

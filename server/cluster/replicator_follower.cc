@@ -6,31 +6,28 @@
 
 namespace dedup::server::cluster {
 
-rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request, bool sync) {
+rv1::AppendResponse Replicator::AppendAnswer(uint32_t s, rv1::AppendResponse::Result result) const {
   rv1::AppendResponse response;
-  const uint32_t s = request.shard();
-  auto fill = [&](rv1::AppendResponse::Result result) {
-    response.set_result(result);
-    ToProto(log_->Last(s), response.mutable_last());
-    ToProto(log_->Applied(s), response.mutable_applied());
-    response.set_promised(log_->Promised(s));
-    return response;
-  };
-  if (s >= shards_.size()) {
-    response.set_result(rv1::AppendResponse::FENCED);
-    return response;
-  }
-  Shard& shard = *shards_[s];
-  absl::MutexLock lock(&shard.mu);
+  response.set_result(result);
+  ToProto(log_->Last(s), response.mutable_last());
+  ToProto(log_->Applied(s), response.mutable_applied());
+  response.set_promised(log_->Promised(s));
+  return response;
+}
+
+bool Replicator::BeginAppend(Shard& shard, const rv1::AppendRequest& request,
+                             FollowerAppend* append) {
+  const uint32_t s = shard.index;
   if (!shard.replica) {
     // A move's target that has not read its new placement yet, or a
     // replica moved off: either way nothing is appended here.
-    response.set_result(rv1::AppendResponse::NOT_REPLICA);
-    return response;
+    append->response.set_result(rv1::AppendResponse::NOT_REPLICA);
+    return false;
   }
   if (request.epoch() < log_->Promised(s)) {
     ++fenced_appends_;
-    return fill(rv1::AppendResponse::FENCED);
+    append->response = AppendAnswer(s, rv1::AppendResponse::FENCED);
+    return false;
   }
   // The leader counts this answer towards its read lease, whatever it is
   // (core::Stickiness).
@@ -43,34 +40,43 @@ rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request, 
   shard.leader = static_cast<int32_t>(request.leader());
   shard.epoch = std::max(shard.epoch, request.epoch());
   shard.leaderless_since = absl::InfiniteFuture();
-  std::vector<LogEntry> entries;
-  entries.reserve(request.entries_size());
-  for (const rv1::Entry& e : request.entries()) entries.push_back({e.epoch(), e.seq(), e.batch()});
-  const LogPosition prev = FromProto(request.prev());
-  absl::Status appended = log_->AppendAfter(s, request.epoch(), prev, entries, sync);
+  append->entries.reserve(request.entries_size());
+  for (const rv1::Entry& e : request.entries()) {
+    append->entries.push_back({e.epoch(), e.seq(), e.batch()});
+  }
+  append->prev = FromProto(request.prev());
+  return true;
+}
+
+void Replicator::FinishAppend(Shard& shard, const rv1::AppendRequest& request,
+                              absl::Status appended, FollowerAppend* append) {
+  const uint32_t s = shard.index;
+  const LogPosition prev = append->prev;
   if (absl::IsFailedPrecondition(appended)) {
     ++fenced_appends_;
-    return fill(rv1::AppendResponse::FENCED);
+    append->response = AppendAnswer(s, rv1::AppendResponse::FENCED);
+    return;
   }
-  if (absl::IsAborted(appended)) return fill(rv1::AppendResponse::MISMATCH);
+  if (absl::IsAborted(appended)) {
+    append->response = AppendAnswer(s, rv1::AppendResponse::MISMATCH);
+    return;
+  }
   if (!appended.ok()) {
     LogEvent(spdlog::level::err, "cannot append the leader's entries",
              {{"shard", absl::StrCat(s)}, {"error", appended.message()}});
-    return fill(rv1::AppendResponse::MISMATCH);
+    append->response = AppendAnswer(s, rv1::AppendResponse::MISMATCH);
+    return;
   }
   // What is committed and certainly the leader's: up to the last entry it
-  // sent (a longer tail here may be an older epoch's).
-  const uint64_t apply_to = std::min<uint64_t>(request.commit_seq(), prev.seq + entries.size());
+  // sent (a longer tail here may be an older epoch's). Applied in batches
+  // (kFollowerApplyEntries), and on every heartbeat.
+  const uint64_t apply_to = std::min<uint64_t>(request.commit_seq(), prev.seq + append->entries.size());
   const uint64_t applied_seq = log_->Applied(s).seq;
   if (apply_to > applied_seq &&
-      (entries.empty() || apply_to - applied_seq >= kFollowerApplyEntries)) {
-    absl::Status applied = log_->ApplyThrough(s, apply_to, entries);
-    if (!applied.ok()) {
-      LogEvent(spdlog::level::err, "cannot apply committed entries",
-               {{"shard", absl::StrCat(s)}, {"error", applied.message()}});
-    }
+      (append->entries.empty() || apply_to - applied_seq >= kFollowerApplyEntries)) {
+    append->apply_to = apply_to;
   }
-  const uint64_t trim_to = std::min<uint64_t>(request.trim_seq(), log_->Applied(s).seq);
+  const uint64_t trim_to = std::min<uint64_t>(request.trim_seq(), applied_seq);
   if (trim_to >= shard.trimmed + kTrimStep && log_->TrimThrough(s, trim_to).ok()) {
     shard.trimmed = trim_to;
   }
@@ -79,20 +85,110 @@ rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request, 
     // sends its whole log instead, which rebuilds every record.
     shard.restoring = false;
   }
-  if (shard.learner && !shard.restoring && prev.seq + entries.size() >= request.commit_seq()) {
+  if (shard.learner && !shard.restoring &&
+      prev.seq + append->entries.size() >= request.commit_seq()) {
     // It holds every entry committed so far, as this leader's own: it may
     // vote again once its etcd key is gone (ClearCaughtUpLearners).
     shard.learner_caught_up = true;
   }
-  return fill(rv1::AppendResponse::APPENDED);
+  append->response = AppendAnswer(s, rv1::AppendResponse::APPENDED);
 }
 
-absl::StatusOr<rv1::ShipResponse> Replicator::HandleShip(const rv1::ShipRequest& request) {
+void Replicator::ApplyCommitted(std::vector<FollowerAppend>& appends) {
+  std::vector<storage::ReplicationLog::ShardApply> applies;
+  for (const FollowerAppend& append : appends) {
+    if (append.apply_to > 0) {
+      applies.push_back({append.shard, append.apply_to, absl::MakeConstSpan(append.entries)});
+    }
+  }
+  if (applies.empty()) return;
+  // Applies trail the log and are never waited for; an entry is applied
+  // at most once, whoever applies it first (an election, or the next
+  // call).
+  const std::vector<absl::Status> applied = log_->ApplyAll(applies);
+  for (size_t i = 0; i < applied.size(); ++i) {
+    if (!applied[i].ok()) {
+      LogEvent(spdlog::level::err, "cannot apply committed entries",
+               {{"shard", absl::StrCat(applies[i].shard)}, {"error", applied[i].message()}});
+    }
+  }
+  for (FollowerAppend& append : appends) {
+    if (append.apply_to > 0) ToProto(log_->Applied(append.shard), append.response.mutable_applied());
+  }
+}
+
+rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request, bool sync) {
+  const uint32_t s = request.shard();
+  if (s >= shards_.size()) {
+    rv1::AppendResponse response;
+    response.set_result(rv1::AppendResponse::FENCED);
+    return response;
+  }
+  Shard& shard = *shards_[s];
+  std::vector<FollowerAppend> appends(1);
+  FollowerAppend& append = appends.front();
+  append.shard = s;
+  {
+    absl::MutexLock lock(&shard.mu);
+    if (BeginAppend(shard, request, &append)) {
+      FinishAppend(shard, request,
+                   log_->AppendAfter(s, request.epoch(), append.prev, append.entries, sync),
+                   &append);
+    }
+  }
+  ApplyCommitted(appends);
+  return std::move(append.response);
+}
+
+absl::StatusOr<rv1::ShipResponse> Replicator::HandleShip(const rv1::ShipRequest& request)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
   rv1::ShipResponse response;
+  const int n = request.appends_size();
+  // Shards in ascending order, each at most once: otherwise one at a
+  // time, as lone Appends.
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return request.appends(a).shard() < request.appends(b).shard();
+  });
+  bool distinct = true;
+  for (int k = 0; k < n && distinct; ++k) {
+    const uint32_t s = request.appends(order[k]).shard();
+    distinct = s < shards_.size() && (k == 0 || s != request.appends(order[k - 1]).shard());
+  }
   bool entries = false;
   for (const rv1::AppendRequest& append : request.appends()) {
-    *response.add_results() = HandleAppend(append, /*sync=*/false);
     entries = entries || append.entries_size() > 0;
+  }
+  if (!distinct) {
+    for (const rv1::AppendRequest& append : request.appends()) {
+      *response.add_results() = HandleAppend(append, /*sync=*/false);
+    }
+  } else {
+    // Every shard of the call is locked (in ascending order, as nothing
+    // else holds two shards' locks) while its entries go into one write of
+    // the log, so that each shard's answer matches what is written.
+    std::vector<FollowerAppend> appends(n);
+    for (int i : order) shards_[request.appends(i).shard()]->mu.Lock();
+    std::vector<storage::ReplicationLog::FollowerAppend> staged;
+    std::vector<int> staged_index;
+    for (int i = 0; i < n; ++i) {
+      const rv1::AppendRequest& r = request.appends(i);
+      appends[i].shard = r.shard();
+      if (!BeginAppend(*shards_[r.shard()], r, &appends[i])) continue;
+      staged.push_back(
+          {r.shard(), r.epoch(), appends[i].prev, absl::MakeConstSpan(appends[i].entries)});
+      staged_index.push_back(i);
+    }
+    const std::vector<absl::Status> appended = log_->AppendAfterAll(staged, /*sync=*/false);
+    for (size_t k = 0; k < staged_index.size(); ++k) {
+      const int i = staged_index[k];
+      FinishAppend(*shards_[request.appends(i).shard()], request.appends(i), appended[k],
+                   &appends[i]);
+    }
+    for (int i : order) shards_[request.appends(i).shard()]->mu.Unlock();
+    ApplyCommitted(appends);
+    for (FollowerAppend& append : appends) response.add_results()->Swap(&append.response);
   }
   // Also when every entry was here already: an earlier call may have
   // written them and not synced them yet.

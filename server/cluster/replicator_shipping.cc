@@ -207,6 +207,15 @@ void Replicator::StartDedicated(Shard* shard, uint32_t peer) {
 void Replicator::KickShippers() {
   absl::MutexLock lock(&ship_mu_);
   ++ship_generation_;
+  ++ship_all_generation_;
+}
+
+void Replicator::KickShippers(const std::vector<NewEntries>& appended) {
+  absl::MutexLock lock(&ship_mu_);
+  ++ship_generation_;
+  for (const NewEntries& entries : appended) {
+    for (uint32_t peer : entries.peers) ship_due_[peer].insert(entries.shard);
+  }
 }
 
 void Replicator::ShipDedicated(Shard* shard, uint32_t peer) {
@@ -299,6 +308,7 @@ void Replicator::ShipDedicated(Shard* shard, uint32_t peer) {
 void Replicator::ShipLoop(uint32_t peer) {
   const absl::Duration tick = Tick(options_.lease_ttl);
   uint64_t seen = 0;
+  uint64_t seen_all = 0;
   absl::Time last_heartbeat = absl::InfinitePast();
   bool more = true;
   bool ship_supported = true;
@@ -311,18 +321,26 @@ void Replicator::ShipLoop(uint32_t peer) {
       };
       ship_mu_.AwaitWithDeadline(absl::Condition(&woken), last_heartbeat + tick);
     }
-    {
-      absl::MutexLock lock(&ship_mu_);
-      seen = ship_generation_;
-    }
-    if (stopped_.load()) return;
-    more = false;
     const absl::Time now = absl::Now();
     // New entries go at once; the commit alone waits for the next
     // heartbeat (or rides on the next entries), so that a write costs
     // each follower one call, not two.
     const bool heartbeat = now - last_heartbeat >= tick;
     if (heartbeat) last_heartbeat = now;
+    // Which shards to look at: those with new entries, or all of them on
+    // a heartbeat, after a change of leadership or placement, and while a
+    // shard has more to send than the last call took (or a call failed).
+    std::set<uint32_t> due;
+    bool scan_all = heartbeat || more;
+    {
+      absl::MutexLock lock(&ship_mu_);
+      seen = ship_generation_;
+      if (seen_all != ship_all_generation_) scan_all = true;
+      seen_all = ship_all_generation_;
+      due.swap(ship_due_[peer]);
+    }
+    if (stopped_.load()) return;
+    more = false;
     std::shared_ptr<rv1::Replication::Stub> stub = PeerStub(peer);
     if (stub == nullptr) {
       // Placed before its address reached this node.
@@ -336,8 +354,14 @@ void Replicator::ShipLoop(uint32_t peer) {
     rv1::ShipRequest request;
     size_t budget = ship_bytes_;
     bool retry = false;
-    for (auto& held : shards_) {
-      Shard* shard = held.get();
+    std::vector<Shard*> looked_at;
+    if (scan_all) {
+      looked_at.reserve(shards_.size());
+      for (auto& held : shards_) looked_at.push_back(held.get());
+    } else {
+      for (uint32_t s : due) looked_at.push_back(shards_[s].get());
+    }
+    for (Shard* shard : looked_at) {
       if (!shard->replica.load()) continue;
       if (budget < kMinShipBytes) {
         more = true;
@@ -452,6 +476,7 @@ std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> wr
   // One append, and one sync, for every shard of the call.
   std::vector<storage::ReplicationLog::ShardAppend> appends;
   std::vector<size_t> appended_writes;
+  std::vector<NewEntries> new_entries;
   for (size_t i = 0; i < writes.size(); ++i) {
     Shard& shard = *shards_[writes[i].shard];
     if (!storage_health.ok()) {
@@ -467,6 +492,9 @@ std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> wr
     epochs[i] = shard.lead_epoch;
     appends.push_back({shard.index, epochs[i], std::move(writes[i].batch)});
     appended_writes.push_back(i);
+    NewEntries& due = new_entries.emplace_back();
+    due.shard = shard.index;
+    for (const auto& [node, peer] : shard.peers) due.peers.push_back(node);
   }
   if (!appends.empty()) {
     absl::StatusOr<std::vector<LogPosition>> appended = log_->AppendAll(appends);
@@ -481,7 +509,7 @@ std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> wr
       // Applied as written once committed, not read back from the log.
       entries[i] = {positions[i].epoch, positions[i].seq, std::move(appends[k].batch)};
     }
-    if (appended.ok()) KickShippers();
+    if (appended.ok()) KickShippers(new_entries);
   }
   const absl::Time deadline = absl::Now() + options_.lease_ttl;
   // The committed writes, applied together below: one RocksDB write for

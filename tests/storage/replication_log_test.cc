@@ -301,6 +301,51 @@ TEST_F(ReplicationLogTest, AFollowerAppendsOnlyAfterTheLeadersPreviousEntry) {
   EXPECT_EQ(Positions(ReadAll()), "1/1 1/2 2/3 ");
 }
 
+TEST_F(ReplicationLogTest, SeveralShardsAppendInOneWriteAndAShardThatFailsAddsNothing) {
+  // Shard 0 promised epoch 3; shard 1 holds entries 1-2 of epoch 1, the
+  // second of them applied; shard 3 is empty.
+  ASSERT_TRUE(log_->Promise(0, 3).ok());
+  ASSERT_TRUE(log_->AppendAfter(1, 1, {0, 0}, {Entry(1, 1, {"a"}), Entry(1, 2, {"b"})}).ok());
+  ASSERT_TRUE(log_->ApplyThrough(1, 2).ok());
+  const std::vector<LogEntry> fenced = {Entry(2, 1, {"f"})};
+  const std::vector<LogEntry> replaces_applied = {Entry(2, 2, {"r"}), Entry(2, 3, {"s"})};
+  const std::vector<LogEntry> fine = {Entry(2, 1, {"x"}), Entry(2, 2, {"y"})};
+  const std::vector<LogEntry> gap = {Entry(2, 2, {"g"})};
+  const std::vector<ReplicationLog::FollowerAppend> appends = {
+      {3, 2, {0, 0}, fine},
+      {0, 2, {0, 0}, fenced},
+      {1, 2, {1, 1}, replaces_applied},
+      {kShard, 2, {0, 0}, gap},
+  };
+  const std::vector<absl::Status> results = log_->AppendAfterAll(appends);
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_TRUE(results[0].ok()) << results[0];
+  EXPECT_EQ(results[1].code(), absl::StatusCode::kFailedPrecondition) << results[1];
+  EXPECT_EQ(results[2].code(), absl::StatusCode::kInternal) << results[2];
+  EXPECT_EQ(results[3].code(), absl::StatusCode::kInvalidArgument) << results[3];
+  EXPECT_EQ(log_->Last(3), (LogPosition{2, 2}));
+  EXPECT_EQ(log_->Promised(3), 2u) << "a later leader's epoch is promised with its entries";
+  EXPECT_EQ(log_->Last(0), (LogPosition{0, 0}));
+  EXPECT_EQ(log_->Last(1), (LogPosition{1, 2}));
+  EXPECT_EQ(log_->Promised(1), 1u) << "the failed shard's promise is not written either";
+  EXPECT_EQ(Positions(log_->Read(1, 1, 1 << 20).value()), "1/1 1/2 ")
+      << "nothing of the failed shard's append was written";
+
+  // Through a reopen: what the one write carried, and nothing else.
+  ASSERT_NO_FATAL_FAILURE(Open());
+  EXPECT_EQ(log_->Last(3), (LogPosition{2, 2}));
+  EXPECT_EQ(log_->Promised(3), 2u);
+  EXPECT_EQ(log_->Last(1), (LogPosition{1, 2}));
+  EXPECT_EQ(log_->Promised(1), 1u);
+  EXPECT_EQ(log_->Last(kShard), (LogPosition{0, 0}));
+
+  const std::vector<ReplicationLog::FollowerAppend> twice = {{3, 2, {2, 2}, {}},
+                                                             {3, 2, {2, 2}, {}}};
+  for (const absl::Status& status : log_->AppendAfterAll(twice)) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
 TEST_F(ReplicationLogTest, AnUncommittedTailOfAnOlderEpochIsReplaced) {
   // An old leader of epoch 1 wrote three entries here; only the first was
   // committed (and applied) before it failed.
