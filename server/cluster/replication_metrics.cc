@@ -123,17 +123,34 @@ std::vector<MetricFamily> ReplicationMetrics::Collect() const {
                        "how many writes one round trip to the follower carries.",
                        MetricType::Counter,
                        {}};
+  MetricFamily bytes{"dedup_replication_shipped_bytes_total",
+                     "Bytes of appends this node sent a follower as a leader, as encoded "
+                     "(heartbeats included).",
+                     MetricType::Counter,
+                     {}};
+  MetricFamily entry_bytes{"dedup_replication_shipped_entry_bytes_total",
+                           "Bytes of the logged writes within them (the entries' batches): "
+                           "the rest of dedup_replication_shipped_bytes_total is the "
+                           "protocol's own.",
+                           MetricType::Counter,
+                           {}};
   for (const auto& [node, shipped] : counters.shipped) {
     const std::string follower = absl::StrCat(node);
     calls.metric.push_back(
         Value(MetricType::Counter, static_cast<double>(shipped.calls), {{"follower", follower}}));
     entries.metric.push_back(
         Value(MetricType::Counter, static_cast<double>(shipped.entries), {{"follower", follower}}));
+    bytes.metric.push_back(
+        Value(MetricType::Counter, static_cast<double>(shipped.bytes), {{"follower", follower}}));
+    entry_bytes.metric.push_back(Value(MetricType::Counter,
+                                       static_cast<double>(shipped.entry_bytes),
+                                       {{"follower", follower}}));
   }
   return {std::move(factor), std::move(leader), std::move(epoch),   std::move(without),
           std::move(live),   std::move(lag),    std::move(learner), std::move(voters),
           std::move(moving), std::move(copied), std::move(changes), std::move(fenced),
-          std::move(failed), std::move(calls),  std::move(entries)};
+          std::move(failed), std::move(calls),  std::move(entries), std::move(bytes),
+          std::move(entry_bytes)};
 }
 
 }  // namespace dedup::server::cluster

@@ -561,11 +561,13 @@ void Replicator::HeardFrom(uint32_t peer) {
   heard_[peer] = absl::Now();
 }
 
-void Replicator::CountShipped(uint32_t peer, size_t entries) {
+void Replicator::CountShipped(uint32_t peer, size_t entries, size_t bytes, size_t entry_bytes) {
   absl::MutexLock lock(&shipped_mu_);
   ShipCounters& counters = shipped_[peer];
   ++counters.calls;
   counters.entries += entries;
+  counters.bytes += bytes;
+  counters.entry_bytes += entry_bytes;
 }
 
 ReplicatorCounters Replicator::Counters() const {

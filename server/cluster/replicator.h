@@ -147,6 +147,10 @@ struct ShipCounters {
   // Append of one), heartbeats included.
   uint64_t calls = 0;
   uint64_t entries = 0;  // Log entries in them.
+  // What the calls' appends came to on the wire (protobuf encoding), and
+  // the logged writes alone within them (the entries' batches).
+  uint64_t bytes = 0;
+  uint64_t entry_bytes = 0;
 };
 
 // Counters since start, for the metrics.
@@ -307,6 +311,7 @@ class Replicator : public storage::ShardReplicator {
     storage::LogPosition prev;
     size_t entries = 0;
     size_t bytes = 0;
+    size_t entry_bytes = 0;  // Of the entries' batches.
     bool to_learner = false;
     int64_t sent_ns = 0;  // SteadyNowNs when planned, before it went.
     replication::v1::AppendRequest request;
@@ -421,8 +426,9 @@ class Replicator : public storage::ShardReplicator {
     std::vector<uint32_t> peers;
   };
   void KickShippers(const std::vector<NewEntries>& appended);
-  // Counts one call to `peer` carrying `entries` log entries.
-  void CountShipped(uint32_t peer, size_t entries);
+  // Counts one call to `peer` carrying `entries` log entries, of
+  // `entry_bytes` of batches, in appends of `bytes` encoded.
+  void CountShipped(uint32_t peer, size_t entries, size_t bytes, size_t entry_bytes);
   // Notes that `peer` answered a replication call of this node's.
   void HeardFrom(uint32_t peer);
   void ReadLeadership();

@@ -126,7 +126,9 @@ Replicator::ShipPlan Replicator::PlanAppend(Shard* shard, uint32_t peer, size_t 
   out->prev = prev;
   out->entries = entries.size();
   ToProto(prev, out->request.mutable_prev());
+  out->entry_bytes = 0;
   for (LogEntry& e : entries) {
+    out->entry_bytes += e.batch.size();
     rv1::Entry* entry = out->request.add_entries();
     entry->set_epoch(e.epoch);
     entry->set_seq(e.seq);
@@ -294,7 +296,7 @@ void Replicator::ShipDedicated(Shard* shard, uint32_t peer) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + PeerTimeout(options_.lease_ttl)));
     grpc::Status status = stub->Append(&context, out.request, &response);
-    CountShipped(peer, out.entries);
+    CountShipped(peer, out.entries, out.bytes, out.entry_bytes);
     bool more = false;
     if (TakeAppendResult(out, peer, status, response, &more)) ReleaseLeaderKey(s, out.epoch);
     if (!status.ok()) {
@@ -405,9 +407,13 @@ void Replicator::ShipLoop(uint32_t peer) {
       grpc::ClientContext context;
       context.set_deadline(absl::ToChronoTime(deadline));
       shipped = stub->Ship(&context, request, &response);
-      size_t entries = 0;
-      for (const Outgoing& out : outgoing) entries += out.entries;
-      CountShipped(peer, entries);
+      size_t entries = 0, bytes = 0, entry_bytes = 0;
+      for (const Outgoing& out : outgoing) {
+        entries += out.entries;
+        bytes += out.bytes;
+        entry_bytes += out.entry_bytes;
+      }
+      CountShipped(peer, entries, bytes, entry_bytes);
       if (shipped.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
         // A peer from before Ship (a rolling upgrade): one call per shard.
         ship_supported = false;

@@ -97,6 +97,8 @@ REQUIRED_REPLICATION = {
     "dedup_replication_moving": {"shard"},
     "dedup_replication_ship_calls_total": {"follower"},
     "dedup_replication_shipped_entries_total": {"follower"},
+    "dedup_replication_shipped_bytes_total": {"follower"},
+    "dedup_replication_shipped_entry_bytes_total": {"follower"},
 }
 # Series that have samples only while something is under way (a shard
 # move), so the check cannot see their labels on an idle node: declared.
