@@ -15,7 +15,66 @@ bool HoldsAny(const ShardPlacement& shard, uint32_t node) {
   return Holds(shard.voters, node) || Holds(shard.learners, node);
 }
 
+const std::string& ZoneOf(uint32_t node, const Zones& zones) {
+  static const std::string* const kNone = new std::string();
+  return node < zones.size() ? zones[node] : *kNone;
+}
+
+// `voters` with `from` replaced by `to`.
+std::vector<uint32_t> Replaced(std::vector<uint32_t> voters, uint32_t from, uint32_t to) {
+  for (uint32_t& voter : voters) {
+    if (voter == from) voter = to;
+  }
+  return voters;
+}
+
 }  // namespace
+
+uint32_t DistinctZones(const std::vector<uint32_t>& voters, const Zones& zones) {
+  std::set<std::string> distinct;
+  for (uint32_t node : voters) distinct.insert(ZoneOf(node, zones));
+  return static_cast<uint32_t>(distinct.size());
+}
+
+bool ExposedToOneZone(const std::vector<uint32_t>& voters, const Zones& zones, std::string* zone) {
+  std::map<std::string, uint32_t> in_zone;
+  for (uint32_t node : voters) ++in_zone[ZoneOf(node, zones)];
+  const uint32_t majority = static_cast<uint32_t>(voters.size()) / 2 + 1;
+  for (const auto& [name, count] : in_zone) {
+    if (voters.size() - count < majority) {
+      *zone = name;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<uint32_t> InitialVoters(uint32_t shard, uint32_t replication_factor,
+                                    const Zones& zones) {
+  const uint32_t n = static_cast<uint32_t>(zones.size());
+  std::vector<uint32_t> voters;
+  if (n == 0) return voters;
+  std::map<std::string, std::vector<uint32_t>> by_zone;
+  for (uint32_t node = 0; node < n; ++node) by_zone[zones[node]].push_back(node);
+  std::vector<uint32_t> order;  // The nodes taken in turn from each zone.
+  for (size_t round = 0; order.size() < n; ++round) {
+    for (const auto& [zone, nodes] : by_zone) {
+      if (round < nodes.size()) order.push_back(nodes[round]);
+    }
+  }
+  const uint32_t want = std::min(replication_factor, n);
+  const uint32_t start = shard % n;
+  std::set<std::string> used;
+  for (uint32_t k = 0; k < n && voters.size() < want; ++k) {
+    const uint32_t node = order[(start + k) % n];
+    if (used.insert(zones[node]).second) voters.push_back(node);
+  }
+  for (uint32_t k = 0; k < n && voters.size() < want; ++k) {
+    const uint32_t node = order[(start + k) % n];
+    if (!Holds(voters, node)) voters.push_back(node);
+  }
+  return voters;
+}
 
 std::vector<uint32_t> InitialVoters(uint32_t shard, uint32_t nodes, uint32_t replication_factor) {
   std::vector<uint32_t> voters;
@@ -27,7 +86,7 @@ std::vector<uint32_t> InitialVoters(uint32_t shard, uint32_t nodes, uint32_t rep
 }
 
 std::vector<PlannedMove> PlanBalance(const std::vector<ShardPlacement>& shards,
-                                     const std::set<uint32_t>& eligible) {
+                                     const std::set<uint32_t>& eligible, const Zones& zones) {
   std::map<uint32_t, uint32_t> counts;  // Voters per eligible node, zero included.
   for (uint32_t node : eligible) counts[node] = 0;
   for (const ShardPlacement& shard : shards) {
@@ -37,12 +96,25 @@ std::vector<PlannedMove> PlanBalance(const std::vector<ShardPlacement>& shards,
   }
   std::vector<PlannedMove> moves;
   std::set<uint32_t> planned;
-  // The eligible node that lacks `shard` and holds the fewest.
-  auto emptiest = [&](const ShardPlacement& shard) -> int64_t {
+  // The eligible node that lacks `shard` and holds the fewest, in a zone
+  // that none of its voters but `from` is in when there is one; -1: none.
+  // With `new_zone_only`, only such a node.
+  auto emptiest = [&](const ShardPlacement& shard, uint32_t from, bool new_zone_only) -> int64_t {
+    std::set<std::string> taken;
+    for (uint32_t voter : shard.voters) {
+      if (voter != from) taken.insert(ZoneOf(voter, zones));
+    }
     int64_t best = -1;
+    bool best_new_zone = false;
     for (const auto& [node, count] : counts) {
       if (HoldsAny(shard, node)) continue;
-      if (best < 0 || count < counts[static_cast<uint32_t>(best)]) best = node;
+      const bool new_zone = taken.count(ZoneOf(node, zones)) == 0;
+      if (new_zone_only && !new_zone) continue;
+      if (best < 0 || (new_zone && !best_new_zone) ||
+          (new_zone == best_new_zone && count < counts[static_cast<uint32_t>(best)])) {
+        best = node;
+        best_new_zone = new_zone;
+      }
     }
     return best;
   };
@@ -51,12 +123,36 @@ std::vector<PlannedMove> PlanBalance(const std::vector<ShardPlacement>& shards,
     if (shard.moving) continue;
     for (uint32_t node : shard.voters) {
       if (counts.count(node)) continue;  // Draining, or not live.
-      const int64_t to = emptiest(shard);
+      const int64_t to = emptiest(shard, node, /*new_zone_only=*/false);
       if (to < 0) break;
       moves.push_back({s, node, static_cast<uint32_t>(to)});
       ++counts[static_cast<uint32_t>(to)];
       planned.insert(s);
       break;  // One move per shard at a time.
+    }
+  }
+  // Two voters in one zone while an eligible node is in a zone the shard
+  // lacks: the one on the fuller node goes there.
+  for (uint32_t s = 0; s < shards.size(); ++s) {
+    const ShardPlacement& shard = shards[s];
+    if (shard.moving || planned.count(s)) continue;
+    std::map<std::string, std::vector<uint32_t>> in_zone;
+    for (uint32_t voter : shard.voters) in_zone[ZoneOf(voter, zones)].push_back(voter);
+    for (const auto& [zone, voters] : in_zone) {
+      if (voters.size() < 2) continue;
+      uint32_t from = voters.front();
+      for (uint32_t voter : voters) {
+        if (counts.count(voter) && (!counts.count(from) || counts[voter] > counts[from])) {
+          from = voter;
+        }
+      }
+      const int64_t to = emptiest(shard, from, /*new_zone_only=*/true);
+      if (to < 0) continue;
+      moves.push_back({s, from, static_cast<uint32_t>(to)});
+      if (counts.count(from)) --counts[from];
+      ++counts[static_cast<uint32_t>(to)];
+      planned.insert(s);
+      break;
     }
   }
   while (counts.size() >= 2) {
@@ -71,7 +167,9 @@ std::vector<PlannedMove> PlanBalance(const std::vector<ShardPlacement>& shards,
         for (uint32_t s = 0; s < shards.size(); ++s) {
           const ShardPlacement& shard = shards[s];
           if (shard.moving || planned.count(s) || !Holds(shard.voters, full->second) ||
-              HoldsAny(shard, empty->second)) {
+              HoldsAny(shard, empty->second) ||
+              DistinctZones(Replaced(shard.voters, full->second, empty->second), zones) <
+                  DistinctZones(shard.voters, zones)) {
             continue;
           }
           moves.push_back({s, full->second, empty->second});

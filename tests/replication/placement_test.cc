@@ -83,5 +83,141 @@ TEST(BalancePlanTest, ADrainingNodesVotersGoAndMovingShardsStay) {
   EXPECT_THAT(PlanBalance(shards, {}), IsEmpty());
 }
 
+// Six nodes, two in each of three zones: a, a, b, b, c, c.
+const Zones kThreeZones = {"a", "a", "b", "b", "c", "c"};
+
+std::vector<ShardPlacement> Placed(uint32_t shards, uint32_t replication_factor,
+                                   const Zones& zones) {
+  std::vector<ShardPlacement> placed(shards);
+  for (uint32_t s = 0; s < shards; ++s) {
+    placed[s].voters = InitialVoters(s, replication_factor, zones);
+  }
+  return placed;
+}
+
+// Applies `moves`, as the cluster would carry them out.
+void Apply(const std::vector<PlannedMove>& moves, std::vector<ShardPlacement>* shards) {
+  for (const PlannedMove& move : moves) {
+    for (uint32_t& voter : (*shards)[move.shard].voters) {
+      if (voter == move.from) voter = move.to;
+    }
+  }
+}
+
+// Plans and applies until nothing is left to plan; the number of plans.
+int PlanUntilSettled(std::vector<ShardPlacement>* shards, const std::set<uint32_t>& eligible,
+                     const Zones& zones) {
+  for (int plans = 0; plans < 100; ++plans) {
+    const std::vector<PlannedMove> moves = PlanBalance(*shards, eligible, zones);
+    if (moves.empty()) return plans;
+    Apply(moves, shards);
+  }
+  ADD_FAILURE() << "the plans never settle";
+  return 100;
+}
+
+TEST(ZonesTest, WithoutZonesTheInitialVotersAreTheZoneBlindOnes) {
+  for (uint32_t nodes = 1; nodes <= 7; ++nodes) {
+    for (uint32_t rf = 1; rf <= 5; ++rf) {
+      for (uint32_t s = 0; s < 64; ++s) {
+        EXPECT_EQ(InitialVoters(s, rf, Zones(nodes, "")), InitialVoters(s, nodes, rf))
+            << nodes << " nodes, rf " << rf << ", shard " << s;
+      }
+    }
+  }
+}
+
+TEST(ZonesTest, EveryShardStartsInDistinctZonesWithAnEqualShareForEachNode) {
+  // The zones need not follow the node order.
+  for (const Zones& zones : {kThreeZones, Zones{"c", "a", "b", "a", "c", "b"}}) {
+    std::map<uint32_t, int> first, voters;
+    for (uint32_t s = 0; s < 1024; ++s) {
+      const std::vector<uint32_t> placed = InitialVoters(s, 3, zones);
+      ASSERT_EQ(placed.size(), 3u);
+      EXPECT_EQ(DistinctZones(placed, zones), 3u) << "shard " << s;
+      ++first[placed.front()];
+      for (uint32_t node : placed) ++voters[node];
+    }
+    for (uint32_t node = 0; node < 6; ++node) {
+      EXPECT_NEAR(first[node], 1024 / 6, 1) << "node " << node;
+      EXPECT_NEAR(voters[node], 512, 1) << "node " << node;
+    }
+  }
+}
+
+TEST(ZonesTest, ZonesOfUnequalSizesStillGiveEveryShardDistinctZones) {
+  // Zones b and c have a node each: those two hold every shard.
+  const Zones uneven = {"a", "a", "a", "b", "c"};
+  for (uint32_t s = 0; s < 1024; ++s) {
+    EXPECT_EQ(DistinctZones(InitialVoters(s, 3, uneven), uneven), 3u) << "shard " << s;
+  }
+}
+
+TEST(ZonesTest, WithFewerZonesThanReplicasNoZoneHoldsEveryVoter) {
+  const Zones two = {"a", "a", "a", "b", "b", "b"};
+  for (uint32_t s = 0; s < 1024; ++s) {
+    EXPECT_EQ(DistinctZones(InitialVoters(s, 3, two), two), 2u) << "shard " << s;
+  }
+}
+
+TEST(ZonesTest, OneZonesLossLeavesAShardWithoutAMajorityOnlyWhenItHoldsTooMany) {
+  std::string zone;
+  EXPECT_TRUE(ExposedToOneZone({0, 1, 2}, kThreeZones, &zone));
+  EXPECT_EQ(zone, "a");
+  EXPECT_FALSE(ExposedToOneZone({0, 2, 4}, kThreeZones, &zone));
+  // Five voters, two in each of two zones: losing either leaves three.
+  EXPECT_FALSE(ExposedToOneZone({0, 1, 2, 3, 4}, kThreeZones, &zone));
+  // Nodes without a zone fail together.
+  EXPECT_TRUE(ExposedToOneZone({0, 1, 2}, Zones(3, ""), &zone));
+}
+
+TEST(ZonesTest, RebalancingAZoneBlindClusterPutsEveryShardInThreeZones) {
+  std::vector<ShardPlacement> shards(1024);
+  for (uint32_t s = 0; s < shards.size(); ++s) shards[s].voters = InitialVoters(s, 6, 3);
+  int exposed = 0;
+  std::string zone;
+  for (const ShardPlacement& shard : shards)
+    exposed += ExposedToOneZone(shard.voters, kThreeZones, &zone);
+  ASSERT_GT(exposed, 300) << "the zone-blind placement leaves many shards in two zones";
+  PlanUntilSettled(&shards, {0, 1, 2, 3, 4, 5}, kThreeZones);
+  std::map<uint32_t, int> voters;
+  for (uint32_t s = 0; s < shards.size(); ++s) {
+    EXPECT_EQ(DistinctZones(shards[s].voters, kThreeZones), 3u) << "shard " << s;
+    for (uint32_t node : shards[s].voters) ++voters[node];
+  }
+  for (const auto& [node, count] : voters) EXPECT_NEAR(count, 512, 1) << "node " << node;
+}
+
+TEST(ZonesTest, ADrainedNodesShardsStayInItsZoneAndANewNodeTakesOnlyFromItsOwn) {
+  std::vector<ShardPlacement> shards = Placed(1024, 3, kThreeZones);
+  // Node 0 drains: zone a's other node is the only place that keeps every
+  // shard in three zones. What else moves (the initial shares differ by
+  // one or two) stays within its zone.
+  const std::vector<PlannedMove> drained = PlanBalance(shards, {1, 2, 3, 4, 5}, kThreeZones);
+  int from_drained = 0;
+  for (const PlannedMove& move : drained) {
+    if (move.from == 0) {
+      ++from_drained;
+      EXPECT_EQ(move.to, 1u) << "shard " << move.shard;
+    } else {
+      EXPECT_EQ(kThreeZones[move.from], kThreeZones[move.to]) << "shard " << move.shard;
+    }
+  }
+  EXPECT_NEAR(from_drained, 512, 1);
+  // A seventh node, in zone b, takes voters of zone b's nodes alone.
+  Zones seven = kThreeZones;
+  seven.push_back("b");
+  shards = Placed(1024, 3, kThreeZones);
+  PlanUntilSettled(&shards, {0, 1, 2, 3, 4, 5, 6}, seven);
+  std::map<uint32_t, int> voters;
+  for (uint32_t s = 0; s < shards.size(); ++s) {
+    EXPECT_EQ(DistinctZones(shards[s].voters, seven), 3u) << "shard " << s;
+    for (uint32_t node : shards[s].voters) ++voters[node];
+  }
+  EXPECT_NEAR(voters[6], 1024 / 3, 1) << "zone b's three nodes share its shards";
+  EXPECT_NEAR(voters[2], 1024 / 3, 1);
+  EXPECT_NEAR(voters[0], 512, 1) << "zone a keeps what it had";
+}
+
 }  // namespace
 }  // namespace dedup::server::replication
