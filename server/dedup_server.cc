@@ -198,6 +198,7 @@ absl::Status DedupServer::JoinReplicatedCluster(const ServerSettings& settings) 
   options.etcd_prefix = EtcdPrefix(settings);
   options.lease_ttl = absl::Milliseconds(settings.leader_lease_ms);
   options.move_bytes_per_second = settings.move_bytes_per_second;
+  options.zone = settings.zone;
   options.peer_message_bytes =
       std::min(settings.limits.max_receive_message_bytes, settings.limits.max_send_message_bytes);
   // With TLS, peers are called with this node's own certificate, whose

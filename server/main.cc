@@ -94,6 +94,9 @@ ABSL_FLAG(std::string, leader_lease, "",
 ABSL_FLAG(uint64_t, move_bytes_per_second, 0,
           "Bytes per second a node sends the targets of the shard moves it leads, all together "
           "[config: cluster.move_bytes_per_second; default 32 MiB/s].");
+ABSL_FLAG(std::string, zone, "",
+          "This node's zone (failure domain), e.g. eu-west-1a: replicas of a shard go to "
+          "distinct zones [config: cluster.zone].");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 ABSL_FLAG(std::string, log_format, "text",
           "text (one readable line per event) or json (one JSON object per line).");
@@ -161,6 +164,10 @@ Flags (each overrides the config field in brackets):
                         moves it leads, so that serving traffic keeps its p99
                         [cluster.move_bytes_per_second;
                         default 33554432]
+  --zone=NAME           this node's zone (an availability zone, a rack): a
+                        new cluster puts each shard's replicas in distinct
+                        zones when there are enough, and rebalancing keeps
+                        that [cluster.zone]
   --workers=N           storage worker threads [workers; default 32]
   --execution=MODE      where a call's storage work runs: workers (the pool),
                         inline (the gRPC thread that received it, saving a
@@ -290,6 +297,9 @@ absl::StatusOr<ServerConfig> LoadConfig() {
   }
   if (absl::GetFlag(FLAGS_move_bytes_per_second) != 0) {
     config.mutable_cluster()->set_move_bytes_per_second(absl::GetFlag(FLAGS_move_bytes_per_second));
+  }
+  if (!absl::GetFlag(FLAGS_zone).empty()) {
+    config.mutable_cluster()->set_zone(absl::GetFlag(FLAGS_zone));
   }
   if (absl::GetFlag(FLAGS_workers) != 0) config.set_workers(absl::GetFlag(FLAGS_workers));
   if (!absl::GetFlag(FLAGS_execution).empty()) {

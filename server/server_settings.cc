@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -338,6 +339,19 @@ absl::Status ResolveCluster(const v1::ClusterConfig& cluster, ServerSettings* se
   if (!lease.ok()) return lease;
   if (cluster.move_bytes_per_second() != 0) {
     settings->move_bytes_per_second = cluster.move_bytes_per_second();
+  }
+  if (!cluster.zone().empty()) {
+    const bool valid = cluster.zone().size() <= 63 &&
+                       std::all_of(cluster.zone().begin(), cluster.zone().end(), [](char c) {
+                         return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                                c == '_' || c == '-';
+                       });
+    if (!valid) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cluster.zone: letters, digits, '.', '_' and '-', at most 63, got \"",
+                       cluster.zone(), "\""));
+    }
+    settings->zone = cluster.zone();
   }
   if (settings->replication_factor > 1) {
     if (settings->replication_factor > settings->cluster_nodes.size()) {

@@ -43,6 +43,8 @@ struct ServerSettings {
   int64_t leader_lease_ms = 3'000;
   // What a shard's leader sends a move's target, at most (docs/elastic.md).
   uint64_t move_bytes_per_second = 32ull << 20;
+  // This node's zone (cluster.zone); "" none given.
+  std::string zone;
   ServerLimits limits;
   TlsSettings tls;
   // Plaintext on a non-loopback `listen`, acknowledged by --insecure.

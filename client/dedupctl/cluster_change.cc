@@ -107,13 +107,30 @@ bool Replicated(const ChangeContext& context, const PlacementView& view) {
   return false;
 }
 
+// What the plan does about zones: keeps each shard's replicas in distinct
+// zones, or warns that there are too few zones for that.
+std::string ZoneRule(const PlacementView& view) {
+  std::set<std::string> zones;
+  for (const auto& [node, count] : view.VoterCounts()) {
+    zones.insert(node < view.zones.size() ? view.zones[node] : "");
+  }
+  const bool zoned = !(zones.size() == 1 && zones.begin()->empty());
+  if (!zoned) return "zones: none given; replicas are placed without regard to zones";
+  if (zones.size() < view.replication_factor) {
+    return absl::StrCat("warning: ", zones.size(), " zones for ", view.replication_factor,
+                        " replicas of each shard: the loss of one zone can take a majority of some "
+                        "shards with it");
+  }
+  return absl::StrCat("zones: ", zones.size(), "; every shard's replicas go to distinct zones");
+}
+
 // Starts planned moves and watches them until `done` holds of a view with
-// nothing moving and nothing left to plan, printing progress. Returns the
-// exit code.
+// nothing moving and nothing left to plan, printing progress (first what
+// the plans do about zones, with `describe_zones`). Returns the exit code.
 int Drive(const ChangeContext& context,
           const std::function<std::vector<PlannedMove>(const PlacementView&)>& planner,
           const std::function<bool(const PlacementView&)>& done, const std::string& goal,
-          int max_attempts = kMaxAttempts) {
+          int max_attempts = kMaxAttempts, bool describe_zones = true) {
   struct Running {
     PlannedMove move;
     uint64_t copied = 0;
@@ -128,9 +145,10 @@ int Drive(const ChangeContext& context,
   absl::Time last_report = absl::InfinitePast();
   std::ostream& out = *context.out;
   std::ostream& err = *context.err;
-  while (true) {
+  for (bool first = true;; first = false) {
     std::optional<PlacementView> view = FetchUntil(context, deadline);
     if (!view.has_value()) return kExitError;
+    if (first && describe_zones) out << ZoneRule(*view) << "\n";
     const absl::Time now = absl::Now();
     for (auto it = running.begin(); it != running.end();) {
       Running& r = it->second;
@@ -288,6 +306,11 @@ std::optional<PlacementView> MergeAnswers(const std::vector<NodeAnswer>& answers
     for (int i = 0; i < nodes.size(); ++i) {
       if (!nodes[i].empty()) view.nodes[i] = nodes[i];
     }
+    const auto& zones = answer.topology->zones();
+    if (view.zones.size() < static_cast<size_t>(zones.size())) view.zones.resize(zones.size());
+    for (int i = 0; i < zones.size(); ++i) {
+      if (!zones[i].empty()) view.zones[i] = zones[i];
+    }
   }
   view.shards.resize(best->leaders_size());
   for (const v1::ShardLeader& entry : best->leaders()) {
@@ -327,7 +350,7 @@ std::vector<PlannedMove> PlanBalance(const PlacementView& view) {
   }
   std::set<uint32_t> eligible;
   for (const auto& [node, count] : view.VoterCounts()) eligible.insert(node);
-  return server::replication::PlanBalance(shards, eligible);
+  return server::replication::PlanBalance(shards, eligible, view.zones);
 }
 
 int RunRebalance(const ChangeContext& context) {
@@ -489,7 +512,8 @@ int RunMoveShard(const ChangeContext& context, uint32_t shard, const std::string
     return plan;
   };
   // One attempt: a refusal or a rollback is the answer.
-  return Drive(context, planner, arrived, absl::StrCat("move shard ", shard), 1);
+  return Drive(context, planner, arrived, absl::StrCat("move shard ", shard), 1,
+               /*describe_zones=*/false);
 }
 
 }  // namespace dedup::ctl

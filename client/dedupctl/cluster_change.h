@@ -30,6 +30,7 @@ namespace dedup::ctl {
 struct PlacementView {
   uint32_t replication_factor = 1;
   std::vector<std::string> nodes;  // By node index; "" unknown.
+  std::vector<std::string> zones;  // By node index; "" none or unknown.
   std::set<uint32_t> live;
   std::set<uint32_t> draining;
   struct Shard {

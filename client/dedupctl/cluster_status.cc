@@ -14,6 +14,7 @@
 #include "exit_codes.h"
 #include "grpcpp/create_channel.h"
 #include "nlohmann/json.hpp"
+#include "server/replication/placement.h"
 #include "storage/key_codec.h"
 
 namespace dedup::ctl {
@@ -90,8 +91,48 @@ bool AddReplicas(const v1::TopologyResponse& leader_map, ShardRow* row) {
   return true;
 }
 
+// The shards that one zone's loss alone would leave without a majority of
+// their voters, as the newest placement any node answered has them: one
+// line per zone. Nothing when no node gave a zone.
+std::vector<std::string> ZoneRisks(const Answered& answered, uint32_t shard_count,
+                                   const std::vector<std::string>& zones) {
+  if (std::all_of(zones.begin(), zones.end(), [](const std::string& z) { return z.empty(); })) {
+    return {};
+  }
+  const v1::TopologyResponse* newest = nullptr;
+  for (const auto& [address, map] : answered) {
+    if (newest == nullptr || map->placement_revision() > newest->placement_revision()) {
+      newest = map;
+    }
+  }
+  std::map<std::string, std::vector<std::string>> exposed;  // Zone -> shards.
+  for (uint32_t shard = 0; shard < shard_count && newest != nullptr; ++shard) {
+    const v1::ShardLeader* entry = LeaderEntry(*newest, shard);
+    if (entry == nullptr || entry->voters().empty()) continue;
+    const std::vector<uint32_t> voters(entry->voters().begin(), entry->voters().end());
+    std::string zone;
+    if (server::replication::ExposedToOneZone(voters, zones, &zone)) {
+      exposed[zone].push_back(absl::StrCat(shard));
+    }
+  }
+  std::vector<std::string> risks;
+  for (auto& [zone, shards] : exposed) {
+    const size_t count = shards.size();
+    if (shards.size() > 20) {
+      shards.resize(20);
+      shards.push_back("...");
+    }
+    risks.push_back(absl::StrCat(count,
+                                 " shard(s) would lose a majority of their replicas with zone ",
+                                 zone.empty() ? "(none given)" : absl::StrCat("\"", zone, "\""),
+                                 ": ", absl::StrJoin(shards, ", ")));
+  }
+  return risks;
+}
+
 void AddReplicatedShards(const Answered& answered, uint32_t shard_count, ClusterStatus* status) {
   const uint32_t majority = status->replication_factor / 2 + 1;
+  status->zone_risks = ZoneRisks(answered, shard_count, status->zones);
   for (uint32_t shard = 0; shard < shard_count; ++shard) {
     ShardRow row;
     row.shard = shard;
@@ -204,6 +245,13 @@ ClusterStatus Summarize(const std::vector<NodeAnswer>& answers) {
   if (status.nodes.empty()) status.nodes = {first->address};
   status.replication_factor = std::max<uint32_t>(map.replication_factor(), 1);
   for (const auto& [address, node_map] : answered) {
+    const auto& zones = node_map->zones();
+    if (status.zones.size() < static_cast<size_t>(zones.size())) status.zones.resize(zones.size());
+    for (int i = 0; i < zones.size(); ++i) {
+      if (!zones[i].empty()) status.zones[i] = zones[i];
+    }
+  }
+  for (const auto& [address, node_map] : answered) {
     if (!node_map->leaders().empty()) status.replicated = true;
   }
   if (status.replicated) {
@@ -221,6 +269,20 @@ std::string RenderText(const ClusterStatus& status) {
     absl::StrAppend(&text, "replicated: ", status.nodes.size(), " nodes, ", status.shards.size(),
                     " shards, replication factor ", status.replication_factor, " (a majority is ",
                     status.replication_factor / 2 + 1, ")\n");
+    std::map<std::string, std::vector<std::string>> by_zone;
+    for (size_t i = 0; i < status.zones.size() && i < status.nodes.size(); ++i) {
+      if (!status.zones[i].empty()) by_zone[status.zones[i]].push_back(status.nodes[i]);
+    }
+    if (!by_zone.empty()) {
+      std::vector<std::string> zones;
+      for (const auto& [zone, nodes] : by_zone) {
+        zones.push_back(absl::StrCat(zone, " (", absl::StrJoin(nodes, ", "), ")"));
+      }
+      absl::StrAppend(&text, "zones: ", absl::StrJoin(zones, "; "), "\n");
+    }
+    for (const std::string& risk : status.zone_risks) {
+      absl::StrAppend(&text, "zone risk: ", risk, "\n");
+    }
     rows.push_back({"SHARD", "LEADER", "EPOCH", "REPLICAS (behind: entries behind the leader)"});
     for (const ShardRow& shard : status.shards) {
       std::vector<std::string> replicas;
@@ -284,6 +346,8 @@ std::string RenderJson(const ClusterStatus& status) {
   return nlohmann::json{{"replicated", status.replicated},
                         {"replication_factor", status.replication_factor},
                         {"nodes", status.nodes},
+                        {"zones", status.zones},
+                        {"zone_risks", status.zone_risks},
                         {"shards", std::move(shards)},
                         {"unreachable", status.unreachable},
                         {"problems", status.problems}}

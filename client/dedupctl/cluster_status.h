@@ -54,6 +54,12 @@ struct ClusterStatus {
   bool replicated = false;
   uint32_t replication_factor = 1;
   std::vector<std::string> nodes;
+  // Replicated: each node's zone, by index ("" none given); and one line
+  // per zone whose loss alone would leave shards without a majority of
+  // their voters, naming them. Not problems: the cluster serves, but a
+  // zone outage would not leave it whole.
+  std::vector<std::string> zones;
+  std::vector<std::string> zone_risks;
   std::vector<std::string> unreachable;  // "address: why".
   std::vector<ShardRow> shards;
   // One line each: a shard without a leader (or whose leader or owner did

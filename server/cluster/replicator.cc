@@ -166,16 +166,55 @@ absl::Status Replicator::InitializePlacement() {
   // add up on a slow link. A transaction that finds one of its keys
   // written meanwhile (another node starting at the same time) writes
   // nothing, and its keys are then tried one at a time.
-  const uint32_t n = static_cast<uint32_t>(options_.nodes.size());
-  auto initial = [&](uint32_t s) {
-    return EtcdWrite{Key(absl::StrCat("placement/", s)),
-                     PlacementValue(core::InitialVoters(s, n, options_.replication_factor), {}), 0,
-                     false};
-  };
   std::vector<uint32_t> absent;
   for (uint32_t s = 0; s < shards_.size(); ++s) {
     if (!has[s]) absent.push_back(s);
   }
+  if (absent.empty()) return absl::OkStatus();
+  // Over the zones the nodes registered (core::InitialVoters): without
+  // any, shard s on nodes s..s+R-1.
+  absl::StatusOr<std::vector<std::string>> zones = ReadZones();
+  if (!zones.ok()) return zones.status();
+  const absl::Time zones_deadline = absl::Now() + options_.lease_ttl * 3;
+  auto unknown = [&]() {
+    std::vector<std::string> nodes;
+    for (size_t i = 0; i < zones->size(); ++i) {
+      if ((*zones)[i].empty()) nodes.push_back(absl::StrCat(i));
+    }
+    return nodes;
+  };
+  if (!options_.zone.empty() && absent.size() == shards_.size()) {
+    // A new cluster of nodes that give zones: the placement needs all of
+    // them, and the nodes start at about the same time.
+    while (!unknown().empty() && absl::Now() < zones_deadline && !stopped_.load()) {
+      absl::SleepFor(absl::Milliseconds(200));
+      zones = ReadZones();
+      if (!zones.ok()) return zones.status();
+    }
+    if (!unknown().empty()) {
+      LogEvent(spdlog::level::warn,
+               "placing the new cluster's shards without the zones of nodes that have not "
+               "registered one; once they have, `dedupctl cluster rebalance` moves replicas "
+               "into distinct zones",
+               {{"nodes", absl::StrJoin(unknown(), ",")}});
+    }
+  }
+  std::set<std::string> distinct(zones->begin(), zones->end());
+  if (!options_.zone.empty() && distinct.size() < options_.replication_factor) {
+    LogEvent(spdlog::level::warn,
+             "fewer zones than replicas of a shard: the loss of one zone can take a majority of "
+             "some shards' replicas with it",
+             {{"zones", absl::StrCat(distinct.size())},
+              {"replication_factor", absl::StrCat(options_.replication_factor)}});
+  } else if (!options_.zone.empty()) {
+    LogEvent(spdlog::level::info, "placing every shard's replicas in distinct zones",
+             {{"zones", absl::StrCat(distinct.size())}});
+  }
+  auto initial = [&](uint32_t s) {
+    return EtcdWrite{
+        Key(absl::StrCat("placement/", s)),
+        PlacementValue(core::InitialVoters(s, options_.replication_factor, *zones), {}), 0, false};
+  };
   for (size_t first = 0; first < absent.size(); first += kPlacementKeysPerTxn) {
     const size_t end = std::min(absent.size(), first + kPlacementKeysPerTxn);
     std::vector<EtcdCompare> compares;
@@ -195,6 +234,19 @@ absl::Status Replicator::InitializePlacement() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<std::string>> Replicator::ReadZones() {
+  absl::StatusOr<std::vector<EtcdKeyValue>> registered = etcd_->GetPrefix(Key("zones/"));
+  if (!registered.ok()) return registered.status();
+  std::vector<std::string> zones(options_.nodes.size());
+  for (const EtcdKeyValue& kv : *registered) {
+    uint32_t node;
+    if (absl::SimpleAtoi(kv.key.substr(kv.key.rfind('/') + 1), &node) && node < zones.size()) {
+      zones[node] = kv.value;
+    }
+  }
+  return zones;
+}
+
 Replicator::~Replicator() { Stop(); }
 
 std::string Replicator::Key(absl::string_view suffix) const {
@@ -204,6 +256,10 @@ std::string Replicator::Key(absl::string_view suffix) const {
 bool Replicator::LeaseValid() const { return SteadyNowNs() < lease_valid_until_ns_.load(); }
 
 absl::Status Replicator::Join() {
+  // This node's zone, for placement: "" clears one given before.
+  absl::StatusOr<int64_t> zoned =
+      etcd_->Put(Key(absl::StrCat("zones/", options_.self)), options_.zone);
+  if (!zoned.ok()) return zoned.status();
   // Which shards this node holds: etcd's placement, written at the
   // cluster's first start.
   absl::Status placed = InitializePlacement();
@@ -469,6 +525,10 @@ void Replicator::FillTopology(v1::TopologyResponse* response) {
     for (const std::string& address : addresses_) response->add_nodes(address);
     for (uint32_t node : live_) response->add_live_nodes(node);
     for (uint32_t node : draining_) response->add_draining_nodes(node);
+    response->clear_zones();
+    for (size_t node = 0; node < addresses_.size(); ++node) {
+      response->add_zones(node < zones_.size() ? zones_[node] : "");
+    }
     response->set_placement_revision(static_cast<uint64_t>(placement_revision_));
   }
   uint64_t version = response->placement_revision();

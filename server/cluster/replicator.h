@@ -104,6 +104,10 @@ struct ReplicatorOptions {
   // most half of it in entries or records (ShipBytes), leaving the rest
   // for framing and for many shards' heartbeats.
   size_t peer_message_bytes = 4 << 20;
+  // This node's zone (cluster.zone), written to etcd as zones/<self>; ""
+  // none. A new cluster places shards over the zones of every node
+  // (core::InitialVoters).
+  std::string zone;
 };
 
 // Bytes of entries (or records) one replication call carries at most, for
@@ -362,8 +366,8 @@ class Replicator : public storage::ShardReplicator {
                     absl::Status appended, FollowerAppend* append)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   void ApplyCommitted(std::vector<FollowerAppend>& appends);
-  replication::v1::AppendResponse AppendAnswer(uint32_t shard,
-                                               replication::v1::AppendResponse::Result result) const;
+  replication::v1::AppendResponse AppendAnswer(
+      uint32_t shard, replication::v1::AppendResponse::Result result) const;
 
   absl::Status Join();
   // Records this node's shard count in etcd (shard-count) if the cluster
@@ -371,8 +375,13 @@ class Replicator : public storage::ShardReplicator {
   // recorded one, or for a cluster from before it was recorded, the one
   // its placement keys (`placed`) cover.
   absl::Status CheckShardCount(const std::vector<EtcdKeyValue>& placed);
-  // Writes the initial placement of every shard that has none.
+  // Writes the initial placement of every shard that has none. A node
+  // with a zone that finds no placement at all (a new cluster) first
+  // waits, up to three leases, for every node's zone.
   absl::Status InitializePlacement();
+  // Every node's zone as registered in etcd (zones/<i>), by index; ""
+  // where a node registered none (yet).
+  absl::StatusOr<std::vector<std::string>> ReadZones();
   // Takes the placement etcd holds for the shard: starts or stops holding
   // it (dropping its data once it holds it no more), gains or loses a vote,
   // and, when leading, the peers it ships to.
@@ -491,6 +500,8 @@ class Replicator : public storage::ShardReplicator {
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(nodes_mu_);
   std::set<uint32_t> live_ ABSL_GUARDED_BY(nodes_mu_);
   std::set<uint32_t> draining_ ABSL_GUARDED_BY(nodes_mu_);
+  // Each node's zone as it registered it (zones/<i>); "" none or unknown.
+  std::vector<std::string> zones_ ABSL_GUARDED_BY(nodes_mu_);
   std::map<uint32_t, std::shared_ptr<replication::v1::Replication::Stub>> stubs_
       ABSL_GUARDED_BY(nodes_mu_);
   int64_t placement_revision_ ABSL_GUARDED_BY(nodes_mu_) = 0;

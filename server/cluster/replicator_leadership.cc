@@ -92,7 +92,7 @@ void Replicator::ReadLeadership() {
     Move move;
   };
   std::vector<Seen> seen(n);
-  std::map<uint32_t, std::string> members;
+  std::map<uint32_t, std::string> members, zones;
   std::set<uint32_t> live, draining;
   int64_t newest_placement = 0;
   for (const EtcdKeyValue& kv : *kvs) {
@@ -107,6 +107,10 @@ void Replicator::ReadLeadership() {
     }
     if (parts[0] == "nodes") {
       live.insert(s);
+      continue;
+    }
+    if (parts[0] == "zones") {
+      zones[s] = kv.value;
       continue;
     }
     if (parts[0] == "draining") {
@@ -167,6 +171,10 @@ void Replicator::ReadLeadership() {
         addresses_[node] = address;
         stubs_.erase(node);
       }
+    }
+    for (const auto& [node, zone] : zones) {
+      if (node >= zones_.size()) zones_.resize(node + 1);
+      zones_[node] = zone;
     }
     live_ = std::move(live);
     draining_ = std::move(draining);

@@ -82,6 +82,18 @@ TEST(ServerSettingsTest, ExecutionIsInlineOnlyWhereNoFollowerIsWaitedFor) {
               HasSubstr("execution: must be \"auto\", \"workers\" or \"inline\""));
 }
 
+TEST(ServerSettingsTest, AZoneIsANameOfLettersDigitsDotsUnderscoresAndDashes) {
+  absl::StatusOr<ServerSettings> settings = Resolve(R"pb(cluster { zone: "eu-west-1a" })pb");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->zone, "eu-west-1a");
+  EXPECT_EQ(Resolve("").value().zone, "");
+  EXPECT_THAT(Resolve(R"pb(cluster { zone: "rack 7" })pb").status().message(),
+              HasSubstr("cluster.zone: letters, digits"));
+  EXPECT_THAT(
+      Resolve(absl::StrCat("cluster { zone: \"", std::string(64, 'z'), "\" }")).status().message(),
+      HasSubstr("at most 63"));
+}
+
 TEST(ServerSettingsTest, LimitsAreReadFromTheConfig) {
   absl::StatusOr<ServerSettings> settings =
       Resolve(R"pb(limits { max_queued_tasks: 7 keepalive_time: "5m" max_stream_batches: 2 })pb");

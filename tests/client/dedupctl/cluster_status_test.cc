@@ -183,6 +183,50 @@ TEST(ClusterStatusSummaryTest, TheNewestEpochAnyNodeReportsNamesTheLeader) {
   EXPECT_TRUE(status.problems.empty());
 }
 
+// Zones as the nodes registered them: the status names each zone's nodes
+// and every shard that one zone's loss would leave without a majority,
+// without calling the cluster degraded for it.
+TEST(ClusterStatusSummaryTest, ZonesAndTheShardsOneZonesLossWouldTakeAreShown) {
+  v1::TopologyResponse map;
+  map.set_shard_count(3);
+  map.set_replication_factor(3);
+  for (const char* node : {"a:1", "b:1", "c:1", "d:1"}) map.add_nodes(node);
+  for (const char* zone : {"z1", "z1", "z2", "z3"}) map.add_zones(zone);
+  map.set_node_index(0);
+  // Shard 0 on z1, z2, z3; shards 1 and 2 with two voters in z1.
+  const std::vector<std::vector<uint32_t>> voters = {{0, 2, 3}, {0, 1, 2}, {1, 0, 3}};
+  for (uint32_t s = 0; s < 3; ++s) {
+    v1::ShardLeader* shard = map.add_leaders();
+    shard->set_shard(s);
+    shard->set_leader(0);
+    shard->set_epoch(1);
+    for (uint32_t node : voters[s]) {
+      shard->add_voters(node);
+      v1::ReplicaStatus* replica = shard->add_replicas();
+      replica->set_node(node);
+      replica->set_live(true);
+    }
+  }
+  const ClusterStatus status = Summarize({{"a:1", map}});
+  EXPECT_EQ(status.zones, (std::vector<std::string>{"z1", "z1", "z2", "z3"}));
+  ASSERT_EQ(status.zone_risks.size(), 1u);
+  EXPECT_EQ(status.zone_risks[0],
+            "2 shard(s) would lose a majority of their replicas with zone \"z1\": 1, 2");
+  EXPECT_TRUE(status.problems.empty());
+  const std::string text = RenderText(status);
+  EXPECT_TRUE(absl::StrContains(text, "zones: z1 (a:1, b:1); z2 (c:1); z3 (d:1)")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "zone risk: 2 shard(s)")) << text;
+  const nlohmann::json json = nlohmann::json::parse(RenderJson(status));
+  EXPECT_EQ(json["zones"][3], "z3");
+  EXPECT_EQ(json["zone_risks"].size(), 1u);
+
+  // Without zones, nothing is said of them.
+  map.clear_zones();
+  const ClusterStatus blind = Summarize({{"a:1", map}});
+  EXPECT_TRUE(blind.zone_risks.empty());
+  EXPECT_FALSE(absl::StrContains(RenderText(blind), "zone"));
+}
+
 TEST(ClusterStatusSingleNodeTest, ServerThatIsNotReplicatedShowsItsStaticOwnership) {
   auto server = server::test::TestServer::Start(R"pb(durability: "buffered")pb", nullptr);
   ASSERT_TRUE(server.ok()) << server.status();
