@@ -4,9 +4,9 @@
 # node and against a three-node rf=3 cluster of this build (ports of
 # bench/replicated on 127.0.0.1, its own etcd), buffered only. Both rows
 # run without errors at no more than the paced rate (and not far below it);
-# the cluster's leaders must have shipped calls carrying entries, the single
-# node nothing; and the printed summary must name the pace and the calls per
-# claim. A bad flag exits 2. (That every entry is shipped to both followers
+# the cluster's leaders must have shipped calls carrying entries, and more
+# bytes than the logged writes within them, the single node nothing; and
+# the printed summary must name the pace, the calls per claim and the bytes. A bad flag exits 2. (That every entry is shipped to both followers
 # is ReplicationTest.FollowersApplyEveryCommittedEntryOnceTheWritesStop's.)
 #   bench/replicated_smoke_test.sh BUILD_DIR
 set -euo pipefail
@@ -48,8 +48,12 @@ if single["ship_calls"] != 0 or single["shipped_entries"] != 0:
 if cluster["ship_calls"] <= 0 or cluster["shipped_entries"] <= 0:
     problems.append(f"rf=3: {cluster['ship_calls']} calls carrying {cluster['shipped_entries']} "
                     f"entries for {cluster['claims']} claims")
-if "paced to 100 claims/s" not in summary or "replication calls per claim" not in summary:
-    problems.append("the summary lacks the pace or the calls per claim")
+if cluster["shipped_bytes"] < cluster["shipped_entry_bytes"] or cluster["shipped_entry_bytes"] <= 0:
+    problems.append(f"rf=3: {cluster['shipped_bytes']} bytes shipped around "
+                    f"{cluster['shipped_entry_bytes']} bytes of logged writes")
+if ("paced to 100 claims/s" not in summary or "replication calls per claim" not in summary
+        or "bytes shipped to each follower" not in summary):
+    problems.append("the summary lacks the pace, the calls per claim or the bytes shipped")
 if problems:
     sys.exit("FAIL: " + "; ".join(problems))
 print("bench/replicated smoke: ok")
