@@ -279,6 +279,14 @@ void Simulation::Dispatch(const Event& e) {
       if (!nodes_[e.node].up) return;
       if (!e.message.waited_for_disk && !Reachable(e.message.from, e.message.to)) return;
       if (e.message.kind == Kind::kAppend && nodes_[e.node].slow_disk &&
+          !e.message.waited_for_disk && !o_.follower_answers_after_sync) {
+        // Taken and answered at once; durable once the sync is done.
+        Message now = e.message;
+        now.unsynced = true;
+        OnMessage(now);
+        return;
+      }
+      if (e.message.kind == Kind::kAppend && nodes_[e.node].slow_disk &&
           !e.message.waited_for_disk) {
         // Handled, and answered, once the sync is done.
         Event later = e;

@@ -120,6 +120,10 @@ struct SimulationOptions {
   // its disk has synced it (as the replicator does: it appends, synced,
   // before it ships).
   bool leader_counts_synced_entries = true;
+  // Whether a follower answers an append only once its disk has synced
+  // the entries (as HandleShip does: it writes every shard of a call,
+  // syncs once, then answers all of them).
+  bool follower_answers_after_sync = true;
   // Whether a leader hands a shard back to its first voter once that one
   // has answered steadily for a lease (the replicator's BalanceLeaders).
   bool hand_back = false;

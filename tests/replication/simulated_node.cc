@@ -387,10 +387,23 @@ void Simulation::OnAppend(const Message& m) {
     if (seq <= r.log.size()) {
       if (r.log[seq - 1] == m.entries[i]) continue;
       r.log.resize(seq - 1);  // An uncommitted tail of an older epoch.
+      r.durable = std::min<uint64_t>(r.durable, seq - 1);
     }
     r.log.push_back(m.entries[i]);
   }
-  r.durable = r.log.size();
+  if (m.unsynced) {
+    // Durable once the sync is done; a crash before loses it.
+    Event synced;
+    synced.kind = EventKind::kPersist;
+    synced.at = now_ + DiskDelay();
+    synced.node = m.to;
+    synced.shard = m.shard;
+    synced.tag = nodes_[m.to].incarnation;
+    synced.message.prev = r.Last();
+    Schedule(std::move(synced));
+  } else {
+    r.durable = r.log.size();
+  }
   touched_.insert(m.shard);
   answer(AppendResult::kAppended);
 }

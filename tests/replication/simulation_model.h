@@ -72,6 +72,9 @@ struct Message {
   // Appends to a node with a slow disk: delivered once, then handled
   // after the disk's delay.
   bool waited_for_disk = false;
+  // An append taken before its sync, which follows (the option
+  // follower_answers_after_sync off): durable only once that is done.
+  bool unsynced = false;
 };
 
 // etcd's keys for one shard (docs/replication.md, docs/elastic.md).
@@ -171,7 +174,7 @@ enum class EventKind {
   kDeliver,
   kTick,
   kTimer,
-  kPersist,  // A leader's own entry reaches its disk.
+  kPersist,  // An entry reaches the disk (a leader's own, or a follower's).
   kWrite,
   kFault,
   kScripted,

@@ -19,7 +19,9 @@
 //   - a leader trusting etcd's lease alone for reads, when etcd ends it
 //     early (TrustingEtcdsLeaseAloneLetsTwoNodesAnswerReads);
 //   - a leader counting entries its disk has not synced
-//     (ALeaderCountingItsUnsyncedEntriesLosesCommittedOnes).
+//     (ALeaderCountingItsUnsyncedEntriesLosesCommittedOnes);
+//   - a follower answering a call's appends before the sync that covers
+//     them (AFollowerAnsweringBeforeItsSyncLosesCommittedEntries).
 
 #include <cstdlib>
 #include <string>
@@ -277,6 +279,15 @@ TEST(SimulationTest, ALeaderCountingItsUnsyncedEntriesLosesCommittedOnes) {
   SimulationOptions o = SlowDisks();
   o.leader_counts_synced_entries = false;
   ExpectCaught(o, 1, 30, "could elect a leader without it", "counting unsynced entries");
+}
+
+// A follower that answered an append before its sync covered the entries
+// (a batching rule that acknowledged a call's appends, then synced): a
+// crash then takes entries its leader counted as committed.
+TEST(SimulationTest, AFollowerAnsweringBeforeItsSyncLosesCommittedEntries) {
+  SimulationOptions o = SlowDisks();
+  o.follower_answers_after_sync = false;
+  ExpectCaught(o, 1, 30, "could elect a leader without it", "answering before the sync");
 }
 
 // The first voter of some shards crashes, and comes back: its shards are
