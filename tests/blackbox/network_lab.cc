@@ -217,6 +217,14 @@ absl::Status NetworkLab::CutOff(int node, const std::vector<int>& peers) {
                               Chain("out", "output", "ip daddr " + set + " drop")));
 }
 
+absl::Status NetworkLab::CutOffWithEtcd(int node, const std::vector<int>& peers) {
+  std::vector<std::string> hosts = {EtcdHost()};
+  for (int peer : peers) hosts.push_back(NodeHost(peer));
+  const std::string set = absl::StrCat("{ ", absl::StrJoin(hosts, ", "), " }");
+  return SetFault(node, Table(Chain("in", "input", "ip saddr " + set + " drop") +
+                              Chain("out", "output", "ip daddr " + set + " drop")));
+}
+
 absl::Status NetworkLab::CutOffOutgoing(int node, const std::vector<int>& peers) {
   return SetFault(node,
                   Table(Chain("out", "output", "ip daddr " + AddressSet(*this, peers) + " drop")));

@@ -70,6 +70,9 @@ class NetworkLab {
   // Faults, each replacing the node's previous one; Heal removes it.
   // Drops every packet between `node` and each of `peers`, both ways.
   absl::Status CutOff(int node, const std::vector<int>& peers);
+  // Both: every packet between `node` and each of `peers`, and etcd, both
+  // ways (a zone cut off from the rest, its own nodes still together).
+  absl::Status CutOffWithEtcd(int node, const std::vector<int>& peers);
   // Drops the packets `node` sends to each of `peers`; theirs still reach it.
   absl::Status CutOffOutgoing(int node, const std::vector<int>& peers);
   // Drops every packet between `node` and etcd, both ways.
