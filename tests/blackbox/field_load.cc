@@ -217,4 +217,20 @@ void FieldExperimentTest::PrintLeaderlessTimes(LeaderWatch& watch) {
       << "two nodes led one shard at one epoch: " << absl::StrJoin(watch.conflicts(), "; ");
 }
 
+void NetworkExperimentTest::SetUp() {
+  absl::StatusOr<std::unique_ptr<NetworkLab>> lab = NetworkLab::Create(lab_nodes_);
+  ASSERT_TRUE(lab.ok()) << "these tests make network namespaces, which needs root, iproute2 "
+                           "and nftables (deploy/install-deps.sh): "
+                        << lab.status();
+  lab_ = std::move(*lab);
+  // Before the first gRPC channel starts any thread.
+  const absl::Status entered = lab_->EnterHub();
+  ASSERT_TRUE(entered.ok()) << entered;
+}
+
+void NetworkExperimentTest::TearDown() {
+  client_.reset();
+  cluster_.reset();
+}
+
 }  // namespace dedup::blackbox

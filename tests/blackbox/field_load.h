@@ -27,6 +27,7 @@
 #include "dedup/client/client.h"
 #include "gtest/gtest.h"
 #include "tests/blackbox/leader_watch.h"
+#include "tests/blackbox/network_lab.h"
 #include "tests/blackbox/pipeline_history.h"
 #include "tests/blackbox/replicated_cluster.h"
 #include "tests/common/history_checker.h"
@@ -134,6 +135,23 @@ class FieldExperimentTest : public ::testing::Test {
   PipelineHistory history_;
   std::unique_ptr<ReplicatedCluster> cluster_;
   std::unique_ptr<client::Client> client_;
+};
+
+// The field experiment with each node in a network namespace of its own
+// (network_lab.h), `nodes` of them; the test process runs in the lab's
+// hub, beside etcd.
+class NetworkExperimentTest : public FieldExperimentTest {
+ protected:
+  explicit NetworkExperimentTest(int nodes) : lab_nodes_(nodes) {}
+  void SetUp() override;
+  // The client and the cluster's processes go before the namespaces they
+  // live in.
+  void TearDown() override;
+
+  std::unique_ptr<NetworkLab> lab_;
+
+ private:
+  const int lab_nodes_;
 };
 
 }  // namespace dedup::blackbox

@@ -41,25 +41,9 @@ namespace {
 // elsewhere, so that the cut-off node also meets what comes after.
 constexpr absl::Duration kCut = absl::Seconds(10);
 
-class PartitionTest : public FieldExperimentTest {
+class PartitionTest : public NetworkExperimentTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<NetworkLab>> lab = NetworkLab::Create(3);
-    ASSERT_TRUE(lab.ok()) << "these tests make network namespaces, which needs root, iproute2 "
-                             "and nftables (deploy/install-deps.sh): "
-                          << lab.status();
-    lab_ = std::move(*lab);
-    // Before the first gRPC channel starts any thread.
-    const absl::Status entered = lab_->EnterHub();
-    ASSERT_TRUE(entered.ok()) << entered;
-  }
-
-  // The client and the cluster's processes go before the namespaces they
-  // live in.
-  void TearDown() override {
-    client_.reset();
-    cluster_.reset();
-  }
+  PartitionTest() : NetworkExperimentTest(3) {}
 
   void StartLabCluster() {
     ReplicatedClusterOptions options;
@@ -106,8 +90,6 @@ class PartitionTest : public FieldExperimentTest {
   }
 
   client::SteadyTime SteadyNow() const { return client_->clock().SteadyNow(); }
-
-  std::unique_ptr<NetworkLab> lab_;
 };
 
 // The leader of the most shards loses its peers, three ways in turn, each

@@ -44,26 +44,9 @@ const server::replication::Zones kZones = {"zone-a", "zone-a", "zone-b",
 // elsewhere.
 constexpr absl::Duration kCut = absl::Seconds(10);
 
-class ZoneLossTest : public FieldExperimentTest {
+class ZoneLossTest : public NetworkExperimentTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<NetworkLab>> lab =
-        NetworkLab::Create(static_cast<int>(kZones.size()));
-    ASSERT_TRUE(lab.ok()) << "this test makes network namespaces, which needs root, iproute2 "
-                             "and nftables (deploy/install-deps.sh): "
-                          << lab.status();
-    lab_ = std::move(*lab);
-    // Before the first gRPC channel starts any thread.
-    const absl::Status entered = lab_->EnterHub();
-    ASSERT_TRUE(entered.ok()) << entered;
-  }
-
-  // The client and the cluster's processes go before the namespaces they
-  // live in.
-  void TearDown() override {
-    client_.reset();
-    cluster_.reset();
-  }
+  ZoneLossTest() : NetworkExperimentTest(static_cast<int>(kZones.size())) {}
 
   // Cuts `zone`'s nodes off from every other node and from etcd, both ways.
   void CutOffZone(const std::vector<int>& zone) {
@@ -76,8 +59,6 @@ class ZoneLossTest : public FieldExperimentTest {
       ASSERT_TRUE(cut.ok()) << cut;
     }
   }
-
-  std::unique_ptr<NetworkLab> lab_;
 };
 
 TEST_F(ZoneLossTest, AZoneCutOffLeavesEveryShardLedAndLosesNothing) {
