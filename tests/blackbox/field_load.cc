@@ -217,6 +217,19 @@ void FieldExperimentTest::PrintLeaderlessTimes(LeaderWatch& watch) {
       << "two nodes led one shard at one epoch: " << absl::StrJoin(watch.conflicts(), "; ");
 }
 
+void FieldExperimentTest::AwaitCaughtUpUnderLoad() {
+  const absl::Status caught_up = cluster_->WaitForFullReplication(kCatchUp, kBehindUnderLoad);
+  ASSERT_TRUE(caught_up.ok()) << caught_up;
+  ASSERT_NO_FATAL_FAILURE(AwaitProgress(200));
+}
+
+void FieldExperimentTest::FinishWithoutDoubleCharges(FieldLoad& load, LeaderWatch& watch) {
+  const std::vector<examples::PipelineReport> reports = load.Finish();
+  PrintLeaderlessTimes(watch);
+  ExpectNoPaymentChargedTwice(reports);
+  ExpectConsistentHistory();
+}
+
 void NetworkExperimentTest::SetUp() {
   absl::StatusOr<std::unique_ptr<NetworkLab>> lab = NetworkLab::Create(lab_nodes_);
   ASSERT_TRUE(lab.ok()) << "these tests make network namespaces, which needs root, iproute2 "

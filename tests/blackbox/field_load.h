@@ -130,6 +130,15 @@ class FieldExperimentTest : public ::testing::Test {
   // expects no two nodes to have led one shard at one epoch.
   static void PrintLeaderlessTimes(LeaderWatch& watch);
 
+  // After a fault is healed: waits until every replica holds its leader's
+  // log again (kCatchUp), then for more guard runs under the load.
+  void AwaitCaughtUpUnderLoad();
+
+  // Ends `load` after a fault that may have outlasted calls' deadlines:
+  // the leaderless times of `watch`, no payment charged twice (some may be
+  // uncharged) and the history consistent.
+  void FinishWithoutDoubleCharges(FieldLoad& load, LeaderWatch& watch);
+
   // Destroyed in reverse: the client before the cluster it talks to.
   test::TempDir dir_;
   PipelineHistory history_;

@@ -146,18 +146,13 @@ TEST_F(PartitionTest, ALeaderCutOffFromItsPeersOrEtcdGivesUpItsShardsAndLosesNot
     PrintCalls(absl::StrCat("calls sent during the cut (", cut.name, ")"), cut_at, SteadyNow());
     ASSERT_FALSE(HasFailure());
     // Healed, the node catches up and the clients that route to it meet it.
-    const absl::Status caught_up = cluster_->WaitForFullReplication(kCatchUp, kBehindUnderLoad);
-    ASSERT_TRUE(caught_up.ok()) << caught_up;
-    ASSERT_NO_FATAL_FAILURE(AwaitProgress(200));
+    ASSERT_NO_FATAL_FAILURE(AwaitCaughtUpUnderLoad());
   }
 
-  const std::vector<examples::PipelineReport> reports = load.Finish();
-  PrintLeaderlessTimes(watch);
   // A call already waiting on the victim when its packets stopped waits
   // out its deadline; its payment may go uncharged. None may be charged
   // twice.
-  ExpectNoPaymentChargedTwice(reports);
-  ExpectConsistentHistory();
+  FinishWithoutDoubleCharges(load, watch);
 }
 
 // Every node drops 5% of the packets it sends, at random, for the whole

@@ -117,17 +117,11 @@ TEST_F(ZoneLossTest, AZoneCutOffLeavesEveryShardLedAndLosesNothing) {
     ASSERT_TRUE(healed.ok()) << healed;
   }
   // Healed, the zone's nodes catch up, and the load goes on.
-  const absl::Status caught_up = cluster_->WaitForFullReplication(kCatchUp, kBehindUnderLoad);
-  ASSERT_TRUE(caught_up.ok()) << caught_up;
-  ASSERT_NO_FATAL_FAILURE(AwaitProgress(200));
-
-  const std::vector<examples::PipelineReport> reports = load.Finish();
-  PrintLeaderlessTimes(watch);
+  ASSERT_NO_FATAL_FAILURE(AwaitCaughtUpUnderLoad());
   // A call already waiting on a node of the zone when it was cut off waits
   // out its deadline; its payment may go uncharged. None may be charged
   // twice.
-  ExpectNoPaymentChargedTwice(reports);
-  ExpectConsistentHistory();
+  FinishWithoutDoubleCharges(load, watch);
 }
 
 }  // namespace
