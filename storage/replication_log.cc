@@ -270,9 +270,8 @@ absl::StatusOr<LogEntry> ReplicationLog::ReadEntry(uint32_t shard, uint64_t seq)
   return LogEntry{GetBigEndian(absl::string_view(value).substr(1), 8), seq, value.substr(9)};
 }
 
-absl::Status ReplicationLog::StageAppendAfter(uint32_t shard, ShardLog& log,
-                                              uint64_t leader_epoch, LogPosition prev,
-                                              absl::Span<const LogEntry> entries,
+absl::Status ReplicationLog::StageAppendAfter(uint32_t shard, ShardLog& log, uint64_t leader_epoch,
+                                              LogPosition prev, absl::Span<const LogEntry> entries,
                                               rocksdb::WriteBatch* batch, LogPosition* last_out) {
   if (leader_epoch < log.promised) {
     return absl::FailedPreconditionError(absl::StrCat("shard ", shard, ": epoch ", leader_epoch,
@@ -334,10 +333,9 @@ absl::Status ReplicationLog::StageAppendAfter(uint32_t shard, ShardLog& log,
       if (!held.ok()) return fail(held.status());
       if (held->epoch == entry.epoch) continue;  // Same position, same entry.
       if (entry.seq <= log.applied.seq) {
-        return fail(absl::InternalError(absl::StrCat("shard ", shard, ": entry ", entry.seq,
-                                                     " was applied at epoch ", held->epoch,
-                                                     " but the leader's is of epoch ",
-                                                     entry.epoch)));
+        return fail(absl::InternalError(
+            absl::StrCat("shard ", shard, ": entry ", entry.seq, " was applied at epoch ",
+                         held->epoch, " but the leader's is of epoch ", entry.epoch)));
       }
       // An uncommitted tail of an older epoch: replaced from here.
       batch->DeleteRange(dir_->log(), EntryKey(shard, entry.seq),
@@ -375,10 +373,13 @@ std::vector<absl::Status> ReplicationLog::AppendAfterAll(absl::Span<const Follow
   for (size_t i : order) shards_[appends[i].shard]->mu.Lock();
   rocksdb::WriteBatch batch;
   std::vector<LogPosition> lasts(appends.size());
+  std::vector<bool> written_to(appends.size(), false);  // Added to `batch`.
   for (size_t i : order) {
     const FollowerAppend& a = appends[i];
+    const uint32_t before = batch.Count();
     results[i] = StageAppendAfter(a.shard, *shards_[a.shard], a.leader_epoch, a.prev, a.entries,
                                   &batch, &lasts[i]);
+    written_to[i] = batch.Count() > before;
   }
   if (batch.Count() > 0) {
     const absl::Status written =
@@ -386,8 +387,10 @@ std::vector<absl::Status> ReplicationLog::AppendAfterAll(absl::Span<const Follow
               appends.size() == 1 ? absl::StrCat("appending to shard ", appends[0].shard, "'s log")
                                   : std::string("appending to several shards' logs"));
     if (!written.ok()) {
-      for (absl::Status& result : results) {
-        if (result.ok()) result = written;
+      // A shard that added nothing (everything it was sent was here) is
+      // as it was.
+      for (size_t i = 0; i < results.size(); ++i) {
+        if (results[i].ok() && written_to[i]) results[i] = written;
       }
     }
   }

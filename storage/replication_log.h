@@ -134,7 +134,7 @@ class ReplicationLog {
   // AppendAfter for several shards (distinct) at once, in one RocksDB
   // write: what a follower takes from one call of its leader's. One
   // status per append, in order; a shard that fails adds nothing to the
-  // write, and a failed write fails every shard.
+  // write, and a failed write fails every shard that had something in it.
   struct FollowerAppend {
     uint32_t shard = 0;
     uint64_t leader_epoch = 0;

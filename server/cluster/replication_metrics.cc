@@ -142,14 +142,13 @@ std::vector<MetricFamily> ReplicationMetrics::Collect() const {
         Value(MetricType::Counter, static_cast<double>(shipped.entries), {{"follower", follower}}));
     bytes.metric.push_back(
         Value(MetricType::Counter, static_cast<double>(shipped.bytes), {{"follower", follower}}));
-    entry_bytes.metric.push_back(Value(MetricType::Counter,
-                                       static_cast<double>(shipped.entry_bytes),
-                                       {{"follower", follower}}));
+    entry_bytes.metric.push_back(Value(
+        MetricType::Counter, static_cast<double>(shipped.entry_bytes), {{"follower", follower}}));
   }
-  return {std::move(factor), std::move(leader), std::move(epoch),   std::move(without),
-          std::move(live),   std::move(lag),    std::move(learner), std::move(voters),
-          std::move(moving), std::move(copied), std::move(changes), std::move(fenced),
-          std::move(failed), std::move(calls),  std::move(entries), std::move(bytes),
+  return {std::move(factor),     std::move(leader), std::move(epoch),   std::move(without),
+          std::move(live),       std::move(lag),    std::move(learner), std::move(voters),
+          std::move(moving),     std::move(copied), std::move(changes), std::move(fenced),
+          std::move(failed),     std::move(calls),  std::move(entries), std::move(bytes),
           std::move(entry_bytes)};
 }
 

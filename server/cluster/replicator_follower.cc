@@ -70,7 +70,8 @@ void Replicator::FinishAppend(Shard& shard, const rv1::AppendRequest& request,
   // What is committed and certainly the leader's: up to the last entry it
   // sent (a longer tail here may be an older epoch's). Applied in batches
   // (kFollowerApplyEntries), and on every heartbeat.
-  const uint64_t apply_to = std::min<uint64_t>(request.commit_seq(), prev.seq + append->entries.size());
+  const uint64_t apply_to =
+      std::min<uint64_t>(request.commit_seq(), prev.seq + append->entries.size());
   const uint64_t applied_seq = log_->Applied(s).seq;
   if (apply_to > applied_seq &&
       (append->entries.empty() || apply_to - applied_seq >= kFollowerApplyEntries)) {
@@ -113,7 +114,8 @@ void Replicator::ApplyCommitted(std::vector<FollowerAppend>& appends) {
     }
   }
   for (FollowerAppend& append : appends) {
-    if (append.apply_to > 0) ToProto(log_->Applied(append.shard), append.response.mutable_applied());
+    if (append.apply_to > 0)
+      ToProto(log_->Applied(append.shard), append.response.mutable_applied());
   }
 }
 
@@ -148,9 +150,8 @@ absl::StatusOr<rv1::ShipResponse> Replicator::HandleShip(const rv1::ShipRequest&
   // time, as lone Appends.
   std::vector<int> order(n);
   for (int i = 0; i < n; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return request.appends(a).shard() < request.appends(b).shard();
-  });
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return request.appends(a).shard() < request.appends(b).shard(); });
   bool distinct = true;
   for (int k = 0; k < n && distinct; ++k) {
     const uint32_t s = request.appends(order[k]).shard();

@@ -223,11 +223,13 @@ void Replicator::KickShippers(const std::vector<NewEntries>& appended) {
 void Replicator::ShipDedicated(Shard* shard, uint32_t peer) {
   const uint32_t s = shard->index;
   const absl::Duration tick = Tick(options_.lease_ttl);
-  // Hands the pair back to the peer's shared loop.
+  // Hands the pair back to the peer's shared loop, which skipped the
+  // shard meanwhile: it is due there at once.
   auto leave = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) {
     shard->dedicated.erase(peer);
     absl::MutexLock kick(&ship_mu_);
     ++ship_generation_;
+    ship_due_[peer].insert(s);
   };
   for (bool first = true;; first = false) {
     {
@@ -441,6 +443,9 @@ void Replicator::ShipLoop(uint32_t peer) {
         ReleaseLeaderKey(outgoing[i].shard->index, outgoing[i].epoch);
       }
     }
+    // A shard whose log could not be read goes again with the next round,
+    // which looks at every shard (and pauses if nothing else is due).
+    if (retry) more = true;
     if (!shipped.ok()) {
       const grpc::StatusCode code = shipped.error_code();
       if (code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::DEADLINE_EXCEEDED &&
