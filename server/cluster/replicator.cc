@@ -163,9 +163,7 @@ absl::Status Replicator::InitializePlacement() {
   // that the first node to start decides and nobody overwrites a move.
   // The absent keys go in transactions of kPlacementKeysPerTxn, so that a
   // new cluster of 1,024 shards costs etcd 16 round trips, not 1,024: they
-  // add up on a slow link. A transaction that finds one of its keys
-  // written meanwhile (another node starting at the same time) writes
-  // nothing, and its keys are then tried one at a time.
+  // add up on a slow link.
   std::vector<uint32_t> absent;
   for (uint32_t s = 0; s < shards_.size(); ++s) {
     if (!has[s]) absent.push_back(s);
@@ -215,21 +213,36 @@ absl::Status Replicator::InitializePlacement() {
         Key(absl::StrCat("placement/", s)),
         PlacementValue(core::InitialVoters(s, options_.replication_factor, *zones), {}), 0, false};
   };
-  for (size_t first = 0; first < absent.size(); first += kPlacementKeysPerTxn) {
-    const size_t end = std::min(absent.size(), first + kPlacementKeysPerTxn);
+  // A transaction that finds a key written meanwhile means another node
+  // is writing the placement too: the keys still absent are read again
+  // (one round trip) and only those written, so that a node far from etcd
+  // does not spend a round trip per shard on keys a nearer one wrote.
+  while (!absent.empty()) {
+    const size_t end = std::min(absent.size(), kPlacementKeysPerTxn);
     std::vector<EtcdCompare> compares;
     std::vector<EtcdWrite> writes;
-    for (size_t i = first; i < end; ++i) {
+    for (size_t i = 0; i < end; ++i) {
       writes.push_back(initial(absent[i]));
       compares.push_back({writes.back().key, 0, std::nullopt});
     }
     absl::StatusOr<bool> put = etcd_->Txn(compares, writes);
     if (!put.ok()) return put.status();
-    if (*put) continue;
-    for (size_t i = 0; i < writes.size(); ++i) {
-      absl::StatusOr<bool> one = etcd_->Txn({compares[i]}, {writes[i]});
-      if (!one.ok()) return one.status();
+    if (*put) {
+      absent.erase(absent.begin(), absent.begin() + end);
+      continue;
     }
+    placed = etcd_->GetPrefix(Key("placement/"));
+    if (!placed.ok()) return placed.status();
+    std::fill(has.begin(), has.end(), false);
+    for (const EtcdKeyValue& kv : *placed) {
+      uint32_t s;
+      if (absl::SimpleAtoi(kv.key.substr(kv.key.rfind('/') + 1), &s) && s < has.size()) {
+        has[s] = true;
+      }
+    }
+    // Placement keys are never deleted, so each pass leaves fewer.
+    absent.erase(std::remove_if(absent.begin(), absent.end(), [&](uint32_t s) { return has[s]; }),
+                 absent.end());
   }
   return absl::OkStatus();
 }
