@@ -5,7 +5,8 @@
 #   --config=/etc/dedupd/dedupd.textproto  --listen=0.0.0.0:7400
 #   --metrics_listen=0.0.0.0:7401  --probe_listen=0.0.0.0:7402
 #   --data_dir=/var/lib/dedupd
-#   [--cluster_nodes=$DEDUPD_CLUSTER_NODES] [--node_index=N]  "$@"
+#   [--cluster_nodes=$DEDUPD_CLUSTER_NODES] [--node_index=N] [--zone=ZONE]
+#   "$@"
 #
 # In a cluster (DEDUPD_CLUSTER_NODES set, or --cluster_nodes among the
 # arguments) every node needs its index in that list. It is, in order:
@@ -14,16 +15,25 @@
 # as a StatefulSet names its pods: dedupd-2 is node 2. Without cluster
 # nodes dedupd runs as a single node that owns every shard.
 #
+# The node's zone (cluster.zone: its failure domain, such as an
+# availability zone) is, in order: --zone among the arguments;
+# DEDUPD_ZONE; otherwise the content of the file DEDUPD_ZONE_FILE names,
+# without surrounding white space (the Helm chart's init container writes
+# the Kubernetes node's zone there). A DEDUPD_ZONE_FILE that is missing or
+# empty gives no zone, which the entrypoint says on stderr, and dedupd runs
+# without one, as it does when none of the three is set.
+#
 # Environment: DEDUPD_CONFIG, DEDUPD_LISTEN, DEDUPD_METRICS_LISTEN,
 # DEDUPD_PROBE_LISTEN and DEDUPD_DATA_DIR replace the defaults above
-# (DEDUPD_CONFIG= starts without a config file); DEDUPD_BIN replaces the
-# binary.
+# (DEDUPD_CONFIG= starts without a config file); DEDUPD_ZONE and
+# DEDUPD_ZONE_FILE give the zone as above; DEDUPD_BIN replaces the binary.
 # A first argument that is not a flag runs that command instead
 # (`docker run -it IMAGE bash`).
 set -euo pipefail
 
+say() { echo "docker-entrypoint: $*" >&2; }
 fail() {
-  echo "docker-entrypoint: $*" >&2
+  say "$@"
   exit 2
 }
 
@@ -34,6 +44,7 @@ fi
 # What the arguments already say about the cluster.
 arg_nodes=""
 arg_index=""
+arg_zone=""
 previous=""
 for arg in "$@"; do
   case "$previous" in
@@ -43,6 +54,7 @@ for arg in "$@"; do
   case "$arg" in
     --cluster_nodes=* | -cluster_nodes=*) arg_nodes="${arg#*=}" ;;
     --node_index=* | -node_index=*) arg_index="${arg#*=}" ;;
+    --zone | -zone | --zone=* | -zone=*) arg_zone=1 ;;
   esac
   previous="$arg"
 done
@@ -86,6 +98,25 @@ if [ -n "$nodes" ] && [ -z "$arg_index" ]; then
       "cluster_nodes needs a new cluster (see deploy/helm/dedupd/README.md)"
   fi
   flags+=("--node_index=$index")
+fi
+
+if [ -z "$arg_zone" ]; then
+  zone="${DEDUPD_ZONE:-}"
+  if [ -z "$zone" ] && [ -n "${DEDUPD_ZONE_FILE:-}" ]; then
+    if [ -f "$DEDUPD_ZONE_FILE" ] && [ -r "$DEDUPD_ZONE_FILE" ]; then
+      zone="$(<"$DEDUPD_ZONE_FILE")"
+      zone="${zone#"${zone%%[![:space:]]*}"}"
+      zone="${zone%"${zone##*[![:space:]]}"}"
+      if [ -z "$zone" ]; then
+        say "DEDUPD_ZONE_FILE $DEDUPD_ZONE_FILE is empty: running without a zone"
+      fi
+    else
+      say "DEDUPD_ZONE_FILE $DEDUPD_ZONE_FILE cannot be read: running without a zone"
+    fi
+  fi
+  if [ -n "$zone" ]; then
+    flags+=("--zone=$zone")
+  fi
 fi
 
 exec "${DEDUPD_BIN:-/usr/local/bin/dedupd}" "${flags[@]}" "$@"

@@ -14,14 +14,16 @@
 #    namespace name, a misspelt value; a replication factor above
 #    replicaCount, etcd settings that contradict it, grants a replicated
 #    cluster's nodes or its cluster Jobs could not pass, a grace period
-#    shorter than the stop).
+#    shorter than the stop; a zone dedupd would refuse, zone values that
+#    contradict each other, a spread constraint Kubernetes would refuse).
 # 3. `helm template` with 1 replica, 3 unreplicated, the defaults
 #    (replicationFactor 3 with the chart's etcd), replicationFactor 3 with
 #    an existing etcd, 3 with the ServiceMonitor and PrometheusRule, with
 #    required anti-affinity, with TLS from a Secret and the NetworkPolicy,
 #    with cert-manager and grants, 5 nodes by replicaCount and by the
-#    deprecated replicas (which wins over replicaCount), and without the
-#    cluster Jobs; each rendering is
+#    deprecated replicas (which wins over replicaCount), without the
+#    cluster Jobs, with each zone source and with spread constraints of
+#    one's own or none; each rendering is
 #    turned into JSON by helm itself (fromYaml/toJson in a throwaway chart)
 #    and checked with python3's standard library: the StatefulSet, its
 #    Services, volumes, security context, probes, preStop hook and grace
@@ -34,9 +36,19 @@
 #    admin grant, the NetworkPolicy) when replicated and none otherwise,
 #    the deprecation note in NOTES.txt, and that the PrometheusRule holds
 #    the groups of deploy/prometheus/dedupd-alerts.yaml (and, with promtool
-#    on PATH, that `promtool check rules` accepts them).
+#    on PATH, that `promtool check rules` accepts them); zones: the pods and
+#    the etcd members spread over zones by default, the zone lookup's init
+#    container, ServiceAccount, ClusterRole (get nodes) and binding when
+#    replicated with zone.source node and none otherwise, its token in the
+#    init container only, and DEDUPD_ZONE from zone.name or a pod label.
 # 4. docker-entrypoint.sh derives --node_index from the pod name and refuses
-#    what it cannot map.
+#    what it cannot map, and gives --zone from DEDUPD_ZONE or the file
+#    DEDUPD_ZONE_FILE names, or none. With kubectl on PATH, the zone
+#    lookup's script, as rendered, against a minimal fake Kubernetes API
+#    that holds nodes with and without the zone label and refuses another:
+#    it writes the zone, or an empty file, and never fails; the entrypoint
+#    passes what it wrote. The script passes shellcheck, when that is on
+#    PATH.
 # 5. The upgrade guard: against a minimal fake Kubernetes API on loopback
 #    that holds the replicated 3-replica StatefulSet, `helm template
 #    --dry-run=server` (which runs `lookup`) accepts another replicaCount
@@ -48,9 +60,11 @@
 # 6. With DEDUPD_BINARY, the rendered ConfigMaps and StatefulSet arguments
 #    (unreplicated, replicated with the chart's etcd and with an existing
 #    one, with grants) pass `dedupd --check_config` through the entrypoint
-#    as pod 2 of 3. With etcd on PATH (Debian's etcd-server), the chart's
-#    etcd container environment, its addresses moved to loopback, starts a
-#    one-member etcd that reports itself healthy.
+#    as pod 2 of 3, and the fixed zone of the rendered environment; dedupd
+#    accepts the zones the schema accepts and refuses those it refuses.
+#    With etcd on PATH (Debian's etcd-server), the chart's etcd container
+#    environment, its addresses moved to loopback, starts a one-member etcd
+#    that reports itself healthy.
 # 7. The `helm test` pod (templates/tests/): a test hook aimed at the client
 #    Service, running dedupctl health and a claim -> complete -> claim round
 #    trip. With both binaries, its script runs against a real dedupd on
@@ -106,6 +120,12 @@ say "ok - helm lint --strict (replicaCount=1, serviceMonitor and prometheusRule 
   >"$work/lint.log" 2>&1 ||
   { cat "$work/lint.log" >&2; die "helm lint --strict with an existing etcd"; }
 say "ok - helm lint --strict (replicated with an existing etcd)"
+for zone_values in "zone.source=none" "zone.source=podLabel" \
+  "zone.source=fixed,zone.name=eu-west-1a"; do
+  "$helm" lint --strict "$chart" --set "$zone_values" >"$work/lint.log" 2>&1 ||
+    { cat "$work/lint.log" >&2; die "helm lint --strict with $zone_values"; }
+  say "ok - helm lint --strict ($zone_values)"
+done
 
 # -- 2. Values the chart must refuse, each with the words its error must say.
 refused=0
@@ -179,6 +199,21 @@ refuse "terminationGracePeriodSeconds (20) is shorter than what stopping may tak
   --set terminationGracePeriodSeconds=20 --set server.shutdownGrace=10s --set preStopSleepSeconds=10
 refuse "terminationGracePeriodSeconds (12) is shorter than what stopping may take, 15s" \
   --set terminationGracePeriodSeconds=12 --set replicationFactor=1
+# Zones: what dedupd accepts as a zone (at most 63 of [A-Za-z0-9._-]), and
+# values that contradict each other.
+refuse "zone.name: Does not match pattern" --set zone.source=fixed --set "zone.name=eu west 1"
+refuse "zone.name: Does not match pattern" --set zone.source=fixed \
+  --set "zone.name=$(printf 'z%.0s' {1..64})"
+refuse "zone.source must be one of" --set zone.source=dns
+refuse "zone.source: fixed gives every pod the zone zone.name, which is empty" \
+  --set zone.source=fixed
+refuse "zone.name (eu-west-1a) is set but zone.source is node" --set zone.name=eu-west-1a
+refuse "zone.nodeLabel: Does not match pattern" --set "zone.nodeLabel=zone label"
+refuse "zone.lookup.timeoutSeconds: Must be greater than or equal to 1" \
+  --set zone.lookup.timeoutSeconds=0
+refuse "topologySpreadConstraints.0: whenUnsatisfiable is required" \
+  --set "topologySpreadConstraints[0].maxSkew=1" \
+  --set "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone"
 [ "$refused" -eq 0 ] || die "the chart accepts values it must refuse"
 
 # -- 3. Renderings, turned into JSON by helm's own YAML parser.
@@ -257,6 +292,22 @@ render auth-own-cert --set tls.enabled=true --set tls.secretName=dedupd-tls \
   --set "auth.grants[1].roles[1]=admin"
 # The cluster Jobs with a client certificate of their own, granted admin.
 render auth-jobs-cert -f "$work/auth-values.yaml" --set clusterJobs.tlsSecretName=dedupd-ops-tls
+# Zones: each source, and spread constraints of one's own or none.
+render zone-none --set zone.source=none
+render zone-fixed --set zone.source=fixed --set zone.name=eu-west-1a
+render zone-pod-label --set zone.source=podLabel --set zone.podLabel=example.com/zone
+render zone-lookup-custom --set zone.nodeLabel=example.com/rack \
+  --set zone.lookup.image.repository=registry.example.com/kubectl \
+  --set zone.lookup.image.tag=1.34.0 --set zone.lookup.timeoutSeconds=5
+render spread-own --set-json 'topologySpreadConstraints=[{"maxSkew": 2,
+  "topologyKey": "example.com/rack", "whenUnsatisfiable": "DoNotSchedule",
+  "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": "dedupd"}}}]'
+cat >"$work/spread-none-values.yaml" <<'EOF2'
+topologySpreadConstraints: []
+etcd:
+  topologySpreadConstraints: []
+EOF2
+render spread-none -f "$work/spread-none-values.yaml"
 # NOTES.txt, which `helm template` leaves out: a copy of the chart holds it
 # as a named template, rendered into a ConfigMap.
 cp -r "$chart" "$work/notes-chart"
@@ -446,6 +497,12 @@ def check_rendering(case, replicas, monitoring):
     check(sc.get("allowPrivilegeEscalation") is False, f"[{case}] no privilege escalation")
     check(dig(spec, "automountServiceAccountToken") is False,
           f"[{case}] no service account token mounted")
+    token_volumes = {v.get("name") for v in spec.get("volumes", [])
+                     if any("serviceAccountToken" in s
+                            for s in dig(v, "projected", "sources", default=[]))}
+    check(not token_volumes & set(mounts),
+          f"[{case}] the dedupd container mounts no service account token",
+          str(sorted(token_volumes & set(mounts))))
     check(dig(spec, "enableServiceLinks") is False,
           f"[{case}] no service link variables (the entrypoint reads DEDUPD_*)")
 
@@ -849,6 +906,177 @@ for case, nodes in (("replicated5", "5"), ("alias5", "5"), ("alias-wins", "4"), 
           f"[{case}] StatefulSet records {nodes} nodes for the upgrade guard")
 
 
+# Zones. By default the pods, and the chart's etcd members, spread over the
+# zones of topology.kubernetes.io/zone, and a replicated pod reads its zone
+# from its Kubernetes node through an init container.
+ZONE_KEY = "topology.kubernetes.io/zone"
+with open(os.path.join(chart, "files", "zone-lookup.sh")) as f:
+    zone_lookup_script = f.read()
+
+
+def statefulset(case, name="dedupd"):
+    found = [o for o in of_kind(docs.get(case, []), "StatefulSet")
+             if dig(o, "metadata", "name") == name]
+    return found[0] if found else {}
+
+
+def default_spread(sts, key=ZONE_KEY):
+    """The chart's own constraint for sts: its pods' labels, evenly over zones."""
+    return [{"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway",
+             "labelSelector": {"matchLabels": dig(sts, "spec", "selector", "matchLabels")}}]
+
+
+for case in ("replicated", "replicas3", "zone-none", "tls-network-policy"):
+    sts = statefulset(case)
+    spread = dig(sts, "spec", "template", "spec", "topologySpreadConstraints")
+    selector = dig(spread, 0, "labelSelector", "matchLabels", default={})
+    check(spread == default_spread(sts) and bool(dig(sts, "spec", "selector", "matchLabels")) and
+          selects(selector, dig(sts, "spec", "template", "metadata", "labels", default={})) and
+          not selects(selector, dig(statefulset(case, etcd_name), "spec", "template", "metadata",
+                                    "labels", default={})),
+          f"[{case}] pods spread over {ZONE_KEY} by default: maxSkew 1, ScheduleAnyway, selecting "
+          "the StatefulSet's own pods (not etcd's)", str(spread))
+for case in ("replicated", "spread-own"):
+    etcd_sts = statefulset(case, etcd_name)
+    spread = dig(etcd_sts, "spec", "template", "spec", "topologySpreadConstraints")
+    check(bool(etcd_sts) and spread == default_spread(etcd_sts) and
+          selects(dig(spread, 0, "labelSelector", "matchLabels"),
+                  dig(etcd_sts, "spec", "template", "metadata", "labels", default={})),
+          f"[{case}] the etcd members spread over {ZONE_KEY} by default, selecting etcd's pods",
+          str(spread))
+spread = dig(statefulset("zone-lookup-custom"), "spec", "template", "spec",
+             "topologySpreadConstraints")
+check(spread == default_spread(statefulset("zone-lookup-custom"), "example.com/rack"),
+      "[zone-lookup-custom] the default spread follows zone.nodeLabel", str(spread))
+spread = dig(statefulset("spread-own"), "spec", "template", "spec", "topologySpreadConstraints")
+check(spread == [{"maxSkew": 2, "topologyKey": "example.com/rack",
+                  "whenUnsatisfiable": "DoNotSchedule",
+                  "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": "dedupd"}}}],
+      "[spread-own] topologySpreadConstraints of one's own replace the chart's", str(spread))
+none_specs = [dig(statefulset("spread-none", name), "spec", "template", "spec", default={})
+              for name in ("dedupd", etcd_name)]
+check(all(s and "topologySpreadConstraints" not in s for s in none_specs),
+      "[spread-none] topologySpreadConstraints [] (and etcd's []): no spread constraint",
+      str([s.get("topologySpreadConstraints") for s in none_specs]))
+
+
+def zone_objects(case):
+    """The zone lookup's RBAC objects of a rendering, by kind."""
+    return {kind: of_kind(docs.get(case, []), kind)
+            for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")}
+
+
+def zone_init(case):
+    """The rendering's init containers, its dedupd pod spec and container."""
+    spec = dig(statefulset(case), "spec", "template", "spec", default={})
+    return spec.get("initContainers", []), spec, dig(spec, "containers", 0, default={})
+
+
+def check_zone_lookup(case, label=ZONE_KEY, image="docker.io/alpine/kubectl:1.33.4",
+                      timeout="30"):
+    inits, spec, c = zone_init(case)
+    init = inits[0] if len(inits) == 1 else {}
+    check(len(inits) == 1 and init.get("name") == "zone" and init.get("image") == image,
+          f"[{case}] one init container, zone, image {image}",
+          str([(i.get("name"), i.get("image")) for i in inits]))
+    command = init.get("command", [])
+    script = command[2] if len(command) == 4 else ""
+    check(command[:2] == ["/bin/sh", "-c"] and command[3:] == ["zone-lookup.sh"] and
+          script.rstrip() == zone_lookup_script.rstrip(),
+          f"[{case}] the init container runs files/zone-lookup.sh with /bin/sh, without -e (it "
+          "must not fail the pod)", str(command[:2] + command[3:]))
+    env = {e.get("name"): e for e in init.get("env", [])}
+    values = {k: e.get("value") for k, e in env.items()}
+    check(dig(env, "NODE_NAME", "valueFrom", "fieldRef", "fieldPath") == "spec.nodeName" and
+          values.get("ZONE_LABEL") == label and values.get("TIMEOUT") == timeout and
+          values.get("KUBECTL") == "kubectl",
+          f"[{case}] the lookup reads label {label} of the node the pod runs on "
+          f"(spec.nodeName), for up to {timeout}s", str(values))
+    # Kubernetes expands $(NAME) of the container's variables in command,
+    # and turns $$ into $: the script must hold neither.
+    check("$$" not in script and not [n for n in env if f"$({n})" in script],
+          f"[{case}] the lookup script survives Kubernetes' $(VAR) expansion")
+    main_env = {e.get("name"): e.get("value") for e in c.get("env", [])}
+    zone_file = values.get("ZONE_FILE", "")
+    check(bool(zone_file) and main_env.get("DEDUPD_ZONE_FILE") == zone_file and
+          "DEDUPD_ZONE" not in main_env,
+          f"[{case}] dedupd's entrypoint reads the file the lookup writes ({zone_file})",
+          str(main_env))
+    volumes = {v.get("name"): v for v in spec.get("volumes", [])}
+    init_mounts = {m.get("name"): m for m in init.get("volumeMounts", [])}
+    main_mounts = {m.get("name"): m for m in c.get("volumeMounts", [])}
+    shared = [n for n, m in init_mounts.items()
+              if m.get("mountPath") == os.path.dirname(zone_file) and not m.get("readOnly")]
+    check(len(shared) == 1 and "emptyDir" in volumes.get(shared[0], {}) and
+          dig(main_mounts, shared[0], "mountPath") == os.path.dirname(zone_file) and
+          dig(main_mounts, shared[0], "readOnly") is True,
+          f"[{case}] the zone file's directory is an emptyDir, written by the lookup and read-only "
+          "to dedupd", str(init_mounts))
+    tokens = [n for n, v in volumes.items()
+              if any("serviceAccountToken" in s
+                     for s in dig(v, "projected", "sources", default=[]))]
+    check(len(tokens) == 1 and
+          dig(init_mounts, tokens[0], "mountPath") ==
+          "/var/run/secrets/kubernetes.io/serviceaccount" and
+          dig(init_mounts, tokens[0], "readOnly") is True and tokens[0] not in main_mounts and
+          spec.get("automountServiceAccountToken") is False,
+          f"[{case}] the service account token is mounted into the init container only, where "
+          "kubectl finds it", str(tokens))
+    sc = init.get("securityContext", {})
+    check(sc.get("runAsNonRoot") is True and sc.get("readOnlyRootFilesystem") is True and
+          sc.get("allowPrivilegeEscalation") is False,
+          f"[{case}] the init container runs non-root, read-only, without privilege escalation")
+    objects = zone_objects(case)
+    accounts, roles, bindings = (objects["ServiceAccount"], objects["ClusterRole"],
+                                 objects["ClusterRoleBinding"])
+    account = dig(accounts, 0, "metadata", "name")
+    role = dig(roles, 0, "metadata", "name")
+    check(len(accounts) == 1 and spec.get("serviceAccountName") == account and
+          dig(accounts, 0, "automountServiceAccountToken") is False,
+          f"[{case}] the pods run as ServiceAccount {account}, which mounts no token by itself",
+          f"{spec.get('serviceAccountName')} vs {account}")
+    check(len(roles) == 1 and dig(roles, 0, "rules") ==
+          [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}],
+          f"[{case}] ClusterRole {role} may get nodes, and nothing else",
+          str(dig(roles, 0, "rules")))
+    check(len(bindings) == 1 and
+          dig(bindings, 0, "roleRef") == {"apiGroup": "rbac.authorization.k8s.io",
+                                          "kind": "ClusterRole", "name": role} and
+          dig(bindings, 0, "subjects") == [{"kind": "ServiceAccount", "name": account,
+                                            "namespace": namespace}],
+          f"[{case}] ClusterRoleBinding gives {role} to ServiceAccount {account} in {namespace}",
+          str(bindings))
+    return script, values
+
+
+lookup_script, lookup_env = check_zone_lookup("replicated")
+check_zone_lookup("zone-lookup-custom", "example.com/rack",
+                  "registry.example.com/kubectl:1.34.0", "5")
+for case in ("zone-none", "replicas3", "zone-fixed", "zone-pod-label"):
+    inits, spec, c = zone_init(case)
+    objects = zone_objects(case)
+    check(not inits and not any(objects.values()) and "serviceAccountName" not in spec,
+          f"[{case}] no zone lookup: no init container, ServiceAccount, ClusterRole or "
+          "ClusterRoleBinding", str({k: len(v) for k, v in objects.items()}))
+for case in ("zone-none", "replicas3"):
+    _, _, c = zone_init(case)
+    names = {e.get("name") for e in c.get("env", [])}
+    check(not names & {"DEDUPD_ZONE", "DEDUPD_ZONE_FILE"},
+          f"[{case}] no zone (zone.source none, or unreplicated)", str(names))
+_, _, c_fixed = zone_init("zone-fixed")
+fixed_env = {e.get("name"): e for e in c_fixed.get("env", [])}
+check(dig(fixed_env, "DEDUPD_ZONE", "value") == "eu-west-1a" and
+      "DEDUPD_ZONE_FILE" not in fixed_env,
+      "[zone-fixed] zone.name is the pods' DEDUPD_ZONE", str(fixed_env))
+_, _, c_label = zone_init("zone-pod-label")
+label_env = {e.get("name"): e for e in c_label.get("env", [])}
+check(dig(label_env, "DEDUPD_ZONE", "valueFrom", "fieldRef", "fieldPath") ==
+      "metadata.labels['example.com/zone']" and "DEDUPD_ZONE_FILE" not in label_env,
+      "[zone-pod-label] DEDUPD_ZONE is the pod's label example.com/zone (downward API)",
+      str(label_env))
+check_rendering("zone-fixed", 3, False)
+
+
 def notes(case):
     return dig(docs.get(f"notes-{case}", [{}]), 0, "data", "notes", default="")
 
@@ -865,6 +1093,11 @@ check("`helm upgrade --set replicaCount=N` (N at least 3) resizes the cluster\no
 check("replicaCount, shards and replicationFactor are fixed for the life of this\nrelease" in
       notes("replicas3") and "dedupd-drain" not in notes("replicas3"),
       "[replicas3] NOTES.txt: unreplicated, the size is fixed and there are no cluster Jobs")
+check("Each pod takes its Kubernetes node's label topology.kubernetes.io/zone" in
+      notes("replicated") and "logs dedupd-0 -c zone" in notes("replicated") and
+      "Zones:" not in notes("replicas3"),
+      "[replicated] NOTES.txt: each pod's zone from its node's label, and the lookup's log; "
+      "[replicas3] no zones unreplicated", notes("replicated")[:1200])
 
 # The cluster Jobs: Helm hooks running files/cluster-job.sh with dedupctl
 # from the dedupd image, replicated only.
@@ -1183,6 +1416,51 @@ check(r.returncode == 2 and "cannot tell this node's index" in r.stderr,
       "entrypoint: a pod name without an ordinal is refused", r.stdout + r.stderr)
 
 
+# The zone: --zone among the arguments, else DEDUPD_ZONE, else the content
+# of the file DEDUPD_ZONE_FILE names; a missing or empty file gives none.
+def zone_flags(r):
+    return [a for a in r.stdout.split("\n") if a.startswith(("--zone", "-zone"))]
+
+
+zone_dir = os.path.join(work, "entrypoint-zone")
+os.makedirs(zone_dir, exist_ok=True)
+zone_files = {}
+for name, text in (("padded", "  eu-west-1b \n\n"), ("empty", ""), ("blank", " \n")):
+    zone_files[name] = os.path.join(zone_dir, name)
+    with open(zone_files[name], "w") as f:
+        f.write(text)
+missing_file = os.path.join(zone_dir, "missing")
+r = run_entrypoint({"POD_NAME": "dedupd-0"}, ["--durability=buffered"])
+check(r.returncode == 0 and not zone_flags(r) and not r.stderr,
+      "entrypoint: no zone given, no --zone", r.stdout + r.stderr)
+r = run_entrypoint({"POD_NAME": "dedupd-2", "DEDUPD_ZONE": "eu-west-1a"},
+                   [f"--cluster_nodes={three}"])
+check(r.returncode == 0 and zone_flags(r) == ["--zone=eu-west-1a"] and
+      r.stdout.rstrip().endswith(f"--cluster_nodes={three}"),
+      "entrypoint: DEDUPD_ZONE gives --zone, before the arguments", r.stdout + r.stderr)
+for args in (["--zone=us-east-1c"], ["--zone", "us-east-1c"], ["-zone=us-east-1c"]):
+    r = run_entrypoint({"DEDUPD_ZONE": "eu-west-1a", "DEDUPD_ZONE_FILE": zone_files["padded"]},
+                       args)
+    check(r.returncode == 0 and zone_flags(r) == [args[0]] and "eu-west" not in r.stdout,
+          f"entrypoint: {' '.join(args)} among the arguments wins over DEDUPD_ZONE and "
+          "DEDUPD_ZONE_FILE", r.stdout + r.stderr)
+r = run_entrypoint({"DEDUPD_ZONE_FILE": zone_files["padded"]}, [])
+check(r.returncode == 0 and zone_flags(r) == ["--zone=eu-west-1b"] and not r.stderr,
+      "entrypoint: DEDUPD_ZONE_FILE's content, without surrounding white space, gives --zone",
+      r.stdout + r.stderr)
+r = run_entrypoint({"DEDUPD_ZONE": "eu-west-1a", "DEDUPD_ZONE_FILE": zone_files["padded"]}, [])
+check(r.returncode == 0 and zone_flags(r) == ["--zone=eu-west-1a"],
+      "entrypoint: DEDUPD_ZONE wins over DEDUPD_ZONE_FILE", r.stdout + r.stderr)
+for name, path, words in (("empty", zone_files["empty"], "is empty: running without a zone"),
+                          ("blank", zone_files["blank"], "is empty: running without a zone"),
+                          ("missing", missing_file, "cannot be read: running without a zone")):
+    r = run_entrypoint({"DEDUPD_ZONE_FILE": path}, [])
+    check(r.returncode == 0 and not zone_flags(r) and words in r.stderr and
+          r.stdout.startswith("--config="),
+          f"entrypoint: a DEDUPD_ZONE_FILE that is {name} gives no --zone, says so, and starts "
+          "dedupd", r.stdout + r.stderr)
+
+
 
 class FakeKubeApi(http.server.BaseHTTPRequestHandler):
     """Just enough of a Kubernetes API for helm's `lookup` of one StatefulSet."""
@@ -1303,6 +1581,113 @@ check_upgrade_guard([before], "before replication", ["replicationFactor=1"], [
     ("replicaCount=2", "the installed cluster has 3 nodes")])
 
 
+def check_zone_lookup_script():
+    """The init container's script, as rendered, with the kubectl on PATH
+    against the fake API: the zone of a labelled node, none for a node
+    without the label, none when the API server refuses; never a failure."""
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        print("check_helm: note: kubectl is not on PATH; the zone lookup's script was not run")
+        return
+    api_resources = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1",
+                     "resources": [{"name": "nodes", "singularName": "node", "namespaced": False,
+                                    "kind": "Node", "verbs": ["get"]}]}
+
+    def node(name, labels):
+        return {"kind": "Node", "apiVersion": "v1",
+                "metadata": {"name": name, "labels": labels,
+                             # The label's key, quoted, elsewhere in the node.
+                             "annotations": {"example.com/last": '{"%s":"eu-west-9z"}' % ZONE_KEY}}}
+
+    FakeKubeApi.objects = {
+        "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
+        "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
+        "/api/v1": api_resources,
+        "/api/v1/nodes/node-a": node("node-a", {ZONE_KEY: "eu-west-1a",
+                                                "kubernetes.io/hostname": "node-a"}),
+        "/api/v1/nodes/node-b": node("node-b", {"kubernetes.io/hostname": "node-b"}),
+        "/api/v1/nodes/node-c": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                 "reason": "Forbidden", "code": 403,
+                                 "message": 'nodes "node-c" is forbidden'},
+    }
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeKubeApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig = os.path.join(work, "zone-kubeconfig")
+    with open(kubeconfig, "w") as f:
+        f.write(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: fake, cluster: {{server: "http://127.0.0.1:{server.server_address[1]}"}}}}]
+users: [{{name: fake, user: {{}}}}]
+contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]
+current-context: fake
+""")
+    lookup_dir = os.path.join(work, "zone-lookup")
+    os.makedirs(lookup_dir, exist_ok=True)
+    command = ["/bin/sh", "-c", lookup_script, "zone-lookup.sh"]
+
+    def lookup(node_name, **changes):
+        zone_file = os.path.join(lookup_dir, f"{node_name or 'none'}-zone")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+        env.update(lookup_env, NODE_NAME=node_name, ZONE_FILE=zone_file, TIMEOUT="2",
+                   KUBECONFIG=kubeconfig, HOME=lookup_dir)
+        env.update(changes)
+        started = time.monotonic()
+        r = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        text = open(zone_file).read() if os.path.exists(zone_file) else None
+        leftovers = sorted(set(os.listdir(lookup_dir)) - {".kube"} -
+                           {n for n in os.listdir(lookup_dir) if n.endswith("-zone")})
+        return r, text, zone_file, time.monotonic() - started, leftovers
+
+    try:
+        r, text, zone_file, _, leftovers = lookup("node-a")
+        check(r.returncode == 0 and text == "eu-west-1a\n" and
+              "node 'node-a' is in zone eu-west-1a" in r.stdout and not leftovers,
+              "zone lookup: a node labelled topology.kubernetes.io/zone=eu-west-1a gives zone "
+              "eu-west-1a", f"file {text!r}, left {leftovers}; {r.stdout}{r.stderr}")
+        e = run_entrypoint({"DEDUPD_ZONE_FILE": zone_file}, [])
+        check(e.returncode == 0 and zone_flags(e) == ["--zone=eu-west-1a"],
+              "zone lookup: the entrypoint passes the zone it wrote as --zone", e.stdout + e.stderr)
+        r, text, zone_file, _, _ = lookup("node-b")
+        check(r.returncode == 0 and text == "\n" and
+              "node 'node-b' has no label topology.kubernetes.io/zone; dedupd starts without a "
+              "zone" in r.stdout,
+              "zone lookup: a node without the label gives an empty file, says so, and does not "
+              "fail", f"file {text!r}; {r.stdout}{r.stderr}")
+        e = run_entrypoint({"DEDUPD_ZONE_FILE": zone_file}, [])
+        check(e.returncode == 0 and not zone_flags(e) and "running without a zone" in e.stderr,
+              "zone lookup: the entrypoint then starts dedupd without a zone, and says so",
+              e.stdout + e.stderr)
+        r, text, _, seconds, _ = lookup("node-c")
+        check(r.returncode == 0 and text == "\n" and seconds < 20 and
+              "cannot read node 'node-c' within 2s" in r.stdout and "forbidden" in r.stdout,
+              "zone lookup: an API server that refuses gives an empty file after TIMEOUT, with "
+              "its error, and does not fail", f"{seconds:.1f}s, file {text!r}; {r.stdout}{r.stderr}")
+        r, text, _, _, _ = lookup("node-a", ZONE_LABEL="kubernetes.io/hostname")
+        check(r.returncode == 0 and text == "node-a\n",
+              "zone lookup: ZONE_LABEL names the label read", f"file {text!r}; {r.stdout}")
+        r, text, _, _, _ = lookup("node-a", KUBECTL=os.path.join(lookup_dir, "no-kubectl"))
+        check(r.returncode == 0 and text == "" and "dedupd starts without a zone" in r.stdout,
+              "zone lookup: an image without kubectl gives an empty file and does not fail",
+              f"file {text!r}; {r.stdout}{r.stderr}")
+        r, text, _, _, _ = lookup("node-a", ZONE_FILE=os.path.join(lookup_dir, "no", "zone"))
+        check(r.returncode == 0 and "cannot write" in r.stdout,
+              "zone lookup: a zone file it cannot write does not fail the pod",
+              f"exit {r.returncode}; {r.stdout}{r.stderr}")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+check_zone_lookup_script()
+if shellcheck:
+    r = subprocess.run([shellcheck, "-s", "sh", os.path.join(chart, "files", "zone-lookup.sh")],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "shellcheck -s sh accepts files/zone-lookup.sh",
+          (r.stdout + r.stderr).strip())
+else:
+    print("check_helm: note: shellcheck is not on PATH; files/zone-lookup.sh was not linted")
+
+
 def check_config(case, sts, cm, expect):
     """Runs the rendering's ConfigMap and arguments through dedupd --check_config."""
     config = os.path.join(work, f"{case}.textproto")
@@ -1319,6 +1704,50 @@ def check_config(case, sts, cm, expect):
           (r.stdout + r.stderr).strip() + (f"; missing {missing}" if missing else ""))
     if r.returncode == 0:
         print(f"check_helm:   {r.stdout.strip()}")
+
+
+# values.schema.json's zone.name takes what dedupd takes as a zone: at most
+# 63 letters, digits, '.', '_' and '-'.
+ZONES = (("eu-west-1a", True), ("Rack_7.row-2", True), ("z" * 63, True), ("z" * 64, False),
+         ("eu west 1", False), ("eu/west", False))
+for zone, accepted in ZONES:
+    r = subprocess.run([helm, "template", "dedupd", chart, "--namespace", namespace,
+                        "--show-only", "templates/statefulset.yaml", "--set", "zone.source=fixed",
+                        "--set", f"zone.name={zone}"], capture_output=True, text=True, timeout=60)
+    if accepted:
+        check(r.returncode == 0 and f'value: "{zone}"' in r.stdout,
+              f"values.schema.json accepts zone.name {zone!r}", r.stderr.strip())
+    else:
+        check(r.returncode != 0 and "zone.name: Does not match pattern" in r.stderr,
+              f"values.schema.json refuses zone.name {zone!r}", r.stderr.strip()[-300:])
+
+
+def check_zone_with_dedupd():
+    """The fixed zone of the rendered environment reaches dedupd, and dedupd
+    accepts the zones the schema accepts and refuses those it refuses."""
+    sts = statefulset("zone-fixed")
+    cm = one(docs.get("zone-fixed", []), "ConfigMap", "zone-fixed")
+    config = os.path.join(work, "zone-fixed.textproto")
+    with open(config, "w") as f:
+        f.write(dig(cm, "data", "dedupd.textproto", default=""))
+    c = dig(sts, "spec", "template", "spec", "containers", 0, default={})
+    args = [a if not a.startswith("--config=") else f"--config={config}"
+            for a in c.get("args", [])]
+    env = {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
+    env["POD_NAME"] = "dedupd-2"
+    r = run_entrypoint(env, args + ["--check_config"], binary=dedupd_binary)
+    check(r.returncode == 0 and "configuration OK" in r.stdout,
+          "[zone-fixed] dedupd --check_config accepts the rendered arguments and DEDUPD_ZONE "
+          "through the entrypoint", (r.stdout + r.stderr).strip())
+    for zone, accepted in ZONES:
+        r = run_entrypoint({"DEDUPD_ZONE": zone, "DEDUPD_CONFIG": ""},
+                           ["--check_config", "--insecure"],
+                           binary=dedupd_binary)
+        ok = r.returncode == 0 and "configuration OK" in r.stdout
+        refused = r.returncode != 0 and "cluster.zone" in r.stdout + r.stderr
+        check(ok if accepted else refused,
+              f"dedupd {'accepts' if accepted else 'refuses'} the zone {zone!r}, as "
+              "values.schema.json's zone.name does", (r.stdout + r.stderr).strip()[-300:])
 
 
 if dedupd_binary:
@@ -1338,6 +1767,7 @@ if dedupd_binary:
             [o for o in of_kind(docs.get("auth-own-cert", []), kind)
              if dig(o, "metadata", "name") == "dedupd"][0]
             for kind in ("StatefulSet", "ConfigMap")), ["auth=2-grants", "replication_factor=3"])
+        check_zone_with_dedupd()
 
 
 def free_port():
