@@ -6,7 +6,9 @@ where nftables redirects to it both the TCP connections the node opens and
 those opened to the node. It learns each connection's real destination
 (SO_ORIGINAL_DST), connects there with its own packets marked so that they
 are not redirected again, and forwards both ways; what the node sends (to
-its peers, to etcd, to clients) is written `--delay_ms` after it was read.
+its peers, to etcd, to clients) is written `--delay_ms` after it was read,
+or the delay `--delay_ms_to` gives the other end's address (regions: a
+node far from one peer and near another).
 This stands in for netem (`tc qdisc ... netem delay`) on kernels built
 without it. Bytes are delayed, not packets: a lost packet is not modelled.
 """
@@ -60,6 +62,15 @@ async def pump(reader, writer, delay):
             pass
 
 
+def delays_by_host(text):
+    """"10.77.0.11=15,10.77.0.12=30" -> {"10.77.0.11": 0.015, ...}."""
+    delays = {}
+    for item in filter(None, text.split(",")):
+        host, _, ms = item.partition("=")
+        delays[host] = int(ms) / 1000
+    return delays
+
+
 async def serve_connection(reader, writer, args):
     try:
         host, port = original_destination(writer.get_extra_info("socket"))
@@ -81,8 +92,10 @@ async def serve_connection(reader, writer, args):
     # A connection to the node's own address came in from outside: what
     # the node sends is the answer. Any other was opened by the node.
     incoming = host == args.node_host
-    to_node = pump(reader, up_writer, 0 if incoming else args.delay_ms / 1000)
-    from_node = pump(up_reader, writer, args.delay_ms / 1000 if incoming else 0)
+    other_end = writer.get_extra_info("peername")[0] if incoming else host
+    delay = args.delays.get(other_end, args.delay_ms / 1000)
+    to_node = pump(reader, up_writer, 0 if incoming else delay)
+    from_node = pump(up_reader, writer, delay if incoming else 0)
     await asyncio.gather(to_node, from_node, return_exceptions=True)
     writer.close()
     up_writer.close()
@@ -95,13 +108,18 @@ async def main():
     parser.add_argument("--node_host", required=True, help="the node's own address")
     parser.add_argument("--delay_ms", type=int, required=True,
                         help="how long each byte the node sends is held back")
+    parser.add_argument("--delay_ms_to", default="",
+                        help="HOST=MS,...: what the node sends to HOST is held back MS "
+                             "instead")
     parser.add_argument("--mark", type=lambda v: int(v, 0), required=True,
                         help="firewall mark of the proxy's own connections")
     args = parser.parse_args()
+    args.delays = delays_by_host(args.delay_ms_to)
     server = await asyncio.start_server(
         lambda r, w: serve_connection(r, w, args), "0.0.0.0", args.listen_port,
         reuse_address=True)
-    print(f"delay_proxy: {args.delay_ms} ms on what {args.node_host} sends", flush=True)
+    print(f"delay_proxy: {args.delay_ms} ms on what {args.node_host} sends"
+          + (f", {args.delay_ms_to} by destination" if args.delays else ""), flush=True)
     async with server:
         await server.serve_forever()
 

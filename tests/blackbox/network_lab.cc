@@ -242,18 +242,27 @@ absl::Status NetworkLab::Lose(int node, int percent) {
 
 absl::Status NetworkLab::Heal(int node) { return SetFault(node, ""); }
 
-absl::Status NetworkLab::Delay(int node, absl::Duration delay) {
+absl::Status NetworkLab::Delay(int node, absl::Duration delay) { return DelayTo(node, {}, delay); }
+
+absl::Status NetworkLab::DelayTo(int node, const std::map<std::string, absl::Duration>& by_host,
+                                 absl::Duration otherwise) {
   const std::string host = NodeHost(node);
-  std::vector<std::string> args = {IpCommand(),
-                                   "netns",
-                                   "exec",
-                                   node_namespaces_[node],
-                                   "python3",
-                                   DELAY_PROXY_PATH,
-                                   absl::StrCat("--listen_port=", kProxyPort),
-                                   "--node_host=" + host,
-                                   absl::StrCat("--delay_ms=", absl::ToInt64Milliseconds(delay)),
-                                   absl::StrCat("--mark=", kProxyMark)};
+  std::vector<std::string> delays;
+  for (const auto& [to, delay] : by_host) {
+    delays.push_back(absl::StrCat(to, "=", absl::ToInt64Milliseconds(delay)));
+  }
+  std::vector<std::string> args = {
+      IpCommand(),
+      "netns",
+      "exec",
+      node_namespaces_[node],
+      "python3",
+      DELAY_PROXY_PATH,
+      absl::StrCat("--listen_port=", kProxyPort),
+      "--node_host=" + host,
+      absl::StrCat("--delay_ms=", absl::ToInt64Milliseconds(otherwise)),
+      "--delay_ms_to=" + absl::StrJoin(delays, ","),
+      absl::StrCat("--mark=", kProxyMark)};
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);

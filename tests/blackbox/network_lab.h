@@ -24,6 +24,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,8 @@ class NetworkLab {
   std::string NodeHost(int node) const;
   // The address etcd listens on, in the hub.
   static std::string EtcdHost() { return "10.77.0.2"; }
+  // The hub's own address, the test's clients'.
+  static std::string HubHost() { return "10.77.0.1"; }
   // The namespace's name, for `ip netns exec` (DedupdProcess::Spawn).
   const std::string& NodeNamespace(int node) const { return node_namespaces_[node]; }
 
@@ -87,6 +90,14 @@ class NetworkLab {
   // opened afterwards are delayed, so call it before the node starts.
   // Heal does not undo it.
   absl::Status Delay(int node, absl::Duration delay);
+  // Like Delay, by the other end's address: what `node` sends to a host of
+  // `by_host` (a node's, EtcdHost, the hub's 10.77.0.1) is held back by its
+  // delay, anything else by `otherwise`. Regions: one call per node, each
+  // delay half the round trip between two nodes' regions, since the other
+  // node's own proxy delays the way back; the full round trip to the hub,
+  // which delays nothing it sends.
+  absl::Status DelayTo(int node, const std::map<std::string, absl::Duration>& by_host,
+                       absl::Duration otherwise);
 
  private:
   NetworkLab(std::string prefix, std::vector<std::string> node_namespaces)
