@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -256,6 +257,22 @@ ClusterStatus Summarize(const std::vector<NodeAnswer>& answers) {
   }
   if (status.replicated) {
     AddReplicatedShards(answered, map.shard_count(), &status);
+    status.leads.assign(status.nodes.size(), 0);
+    for (const ShardRow& shard : status.shards) {
+      const auto node = std::find(status.nodes.begin(), status.nodes.end(), shard.node);
+      if (node != status.nodes.end()) ++status.leads[node - status.nodes.begin()];
+    }
+    size_t leaders = 0, led = 0, busiest = 0;
+    for (size_t count : status.leads) {
+      if (count == 0) continue;
+      ++leaders;
+      led += count;
+      busiest = std::max(busiest, count);
+    }
+    if (leaders > 0) {
+      const double mean = static_cast<double>(led) / leaders;
+      status.leader_spread_percent = (busiest - mean) / mean * 100;
+    }
   } else {
     AddStaticShards(answered, map.shard_count(), &status);
   }
@@ -283,6 +300,14 @@ std::string RenderText(const ClusterStatus& status) {
     for (const std::string& risk : status.zone_risks) {
       absl::StrAppend(&text, "zone risk: ", risk, "\n");
     }
+    std::vector<std::string> leads;
+    for (size_t i = 0; i < status.leads.size(); ++i) {
+      leads.push_back(absl::StrCat(status.nodes[i], " ", status.leads[i]));
+    }
+    absl::StrAppend(&text, "shards led: ", absl::StrJoin(leads, ", "),
+                    absl::StrFormat(" (the busiest leads %.1f%% above the mean of the nodes that "
+                                    "lead)\n",
+                                    status.leader_spread_percent));
     rows.push_back({"SHARD", "LEADER", "EPOCH", "REPLICAS (behind: entries behind the leader)"});
     for (const ShardRow& shard : status.shards) {
       std::vector<std::string> replicas;
@@ -348,6 +373,8 @@ std::string RenderJson(const ClusterStatus& status) {
                         {"nodes", status.nodes},
                         {"zones", status.zones},
                         {"zone_risks", status.zone_risks},
+                        {"shards_led", status.leads},
+                        {"leader_spread_percent", status.leader_spread_percent},
                         {"shards", std::move(shards)},
                         {"unreachable", status.unreachable},
                         {"problems", status.problems}}

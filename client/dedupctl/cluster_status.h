@@ -60,6 +60,11 @@ struct ClusterStatus {
   // zone outage would not leave it whole.
   std::vector<std::string> zones;
   std::vector<std::string> zone_risks;
+  // Replicated: how many shards each node leads, by index like `nodes`,
+  // and how far the busiest is above the mean of the nodes that lead any,
+  // in percent (0: even).
+  std::vector<size_t> leads;
+  double leader_spread_percent = 0;
   std::vector<std::string> unreachable;  // "address: why".
   std::vector<ShardRow> shards;
   // One line each: a shard without a leader (or whose leader or owner did

@@ -24,7 +24,8 @@
 // What it holds the cluster to, as every network test does: while region-c
 // is cut off every shard is led in another region within the failover
 // bound; no payment of the field experiment is charged twice and the
-// history of every call is consistent; healed, region-c catches up.
+// history of every call is consistent; healed, region-c catches up and
+// each node leads within 10% of an even share again.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -245,6 +246,25 @@ TEST_F(RegionTest, AClusterOverThreeRegionsLosesNothingWhenOneIsCutOff) {
   ASSERT_TRUE(healed.ok()) << healed;
   ASSERT_NO_FATAL_FAILURE(AwaitCaughtUpUnderLoad());
   FinishWithoutDoubleCharges(load, watch);
+
+  // Healed, leadership spreads again: each shard goes back to its first
+  // voter, and each node leads within 10% of an even share.
+  const absl::Time spread_by = absl::Now() + absl::Seconds(60);
+  std::vector<int> leads;
+  for (;;) {
+    leads.assign(kRegions.size(), 0);
+    for (const Leadership& l : cluster_->Leaders()) {
+      if (l.node >= 0) ++leads[l.node];
+    }
+    const double even = static_cast<double>(kShards) / kRegions.size();
+    const auto [least, busiest] = std::minmax_element(leads.begin(), leads.end());
+    if (*busiest <= even * 1.1 && *least >= even * 0.9) break;
+    ASSERT_LT(absl::Now(), spread_by)
+        << "leadership did not spread again within 60 s of the heal: shards led per node "
+        << absl::StrJoin(leads, ", ");
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  std::cout << "healed, shards led per region: " << absl::StrJoin(leads, ", ") << "\n";
 
   if (const char* report = std::getenv("DEDUP_REGION_REPORT"); report != nullptr) {
     std::ofstream out(report, std::ios::app);

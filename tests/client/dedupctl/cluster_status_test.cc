@@ -227,6 +227,35 @@ TEST(ClusterStatusSummaryTest, ZonesAndTheShardsOneZonesLossWouldTakeAreShown) {
   EXPECT_FALSE(absl::StrContains(RenderText(blind), "zone"));
 }
 
+// How many shards each node leads, and how far the busiest is above the
+// mean of the nodes that lead any: a node that leads none (down, or
+// drained) is listed but does not pull the mean down.
+TEST(ClusterStatusSummaryTest, ShardsLedPerNodeAndTheBusiestsExcessAreShown) {
+  v1::TopologyResponse map;
+  map.set_shard_count(5);
+  map.set_replication_factor(3);
+  for (const char* node : {"a:1", "b:1", "c:1", "d:1"}) map.add_nodes(node);
+  map.set_node_index(0);
+  // a leads shards 0, 1 and 2; b leads 3 and 4; c and d lead none.
+  const std::vector<int32_t> leaders = {0, 0, 0, 1, 1};
+  for (uint32_t s = 0; s < leaders.size(); ++s) {
+    v1::ShardLeader* shard = map.add_leaders();
+    shard->set_shard(s);
+    shard->set_leader(leaders[s]);
+    shard->set_epoch(1);
+  }
+  const ClusterStatus status = Summarize({{"a:1", map}});
+  EXPECT_EQ(status.leads, (std::vector<size_t>{3, 2, 0, 0}));
+  EXPECT_NEAR(status.leader_spread_percent, 20.0, 1e-9);  // 3 against a mean of 2.5.
+  const std::string text = RenderText(status);
+  EXPECT_TRUE(absl::StrContains(
+      text, "shards led: a:1 3, b:1 2, c:1 0, d:1 0 (the busiest leads 20.0% above the mean"))
+      << text;
+  const nlohmann::json json = nlohmann::json::parse(RenderJson(status));
+  EXPECT_EQ(json["shards_led"], nlohmann::json({3, 2, 0, 0}));
+  EXPECT_NEAR(json["leader_spread_percent"].get<double>(), 20.0, 1e-9);
+}
+
 TEST(ClusterStatusSingleNodeTest, ServerThatIsNotReplicatedShowsItsStaticOwnership) {
   auto server = server::test::TestServer::Start(R"pb(durability: "buffered")pb", nullptr);
   ASSERT_TRUE(server.ok()) << server.status();
