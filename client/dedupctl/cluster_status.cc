@@ -262,16 +262,14 @@ ClusterStatus Summarize(const std::vector<NodeAnswer>& answers) {
       const auto node = std::find(status.nodes.begin(), status.nodes.end(), shard.node);
       if (node != status.nodes.end()) ++status.leads[node - status.nodes.begin()];
     }
-    size_t leaders = 0, led = 0, busiest = 0;
+    size_t led = 0, busiest = 0;
     for (size_t count : status.leads) {
-      if (count == 0) continue;
-      ++leaders;
       led += count;
       busiest = std::max(busiest, count);
     }
-    if (leaders > 0) {
-      const double mean = static_cast<double>(led) / leaders;
-      status.leader_spread_percent = (busiest - mean) / mean * 100;
+    if (led > 0) {
+      const double even = static_cast<double>(led) / status.leads.size();
+      status.leader_spread_percent = (busiest - even) / even * 100;
     }
   } else {
     AddStaticShards(answered, map.shard_count(), &status);
@@ -305,8 +303,7 @@ std::string RenderText(const ClusterStatus& status) {
       leads.push_back(absl::StrCat(status.nodes[i], " ", status.leads[i]));
     }
     absl::StrAppend(&text, "shards led: ", absl::StrJoin(leads, ", "),
-                    absl::StrFormat(" (the busiest leads %.1f%% above the mean of the nodes that "
-                                    "lead)\n",
+                    absl::StrFormat(" (the busiest leads %.1f%% above an even share)\n",
                                     status.leader_spread_percent));
     rows.push_back({"SHARD", "LEADER", "EPOCH", "REPLICAS (behind: entries behind the leader)"});
     for (const ShardRow& shard : status.shards) {

@@ -61,8 +61,9 @@ struct ClusterStatus {
   std::vector<std::string> zones;
   std::vector<std::string> zone_risks;
   // Replicated: how many shards each node leads, by index like `nodes`,
-  // and how far the busiest is above the mean of the nodes that lead any,
-  // in percent (0: even).
+  // and how far the busiest is above an even share over every listed
+  // node, in percent (0: even). A node that leads none, down or drained,
+  // counts: the others lead its share.
   std::vector<size_t> leads;
   double leader_spread_percent = 0;
   std::vector<std::string> unreachable;  // "address: why".

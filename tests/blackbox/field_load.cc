@@ -223,11 +223,13 @@ void FieldExperimentTest::AwaitCaughtUpUnderLoad() {
   ASSERT_NO_FATAL_FAILURE(AwaitProgress(200));
 }
 
-void FieldExperimentTest::FinishWithoutDoubleCharges(FieldLoad& load, LeaderWatch& watch) {
-  const std::vector<examples::PipelineReport> reports = load.Finish();
+std::vector<examples::PipelineReport> FieldExperimentTest::FinishWithoutDoubleCharges(
+    FieldLoad& load, LeaderWatch& watch) {
+  std::vector<examples::PipelineReport> reports = load.Finish();
   PrintLeaderlessTimes(watch);
   ExpectNoPaymentChargedTwice(reports);
   ExpectConsistentHistory();
+  return reports;
 }
 
 void NetworkExperimentTest::SetUp() {

@@ -136,8 +136,9 @@ class FieldExperimentTest : public ::testing::Test {
 
   // Ends `load` after a fault that may have outlasted calls' deadlines:
   // the leaderless times of `watch`, no payment charged twice (some may be
-  // uncharged) and the history consistent.
-  void FinishWithoutDoubleCharges(FieldLoad& load, LeaderWatch& watch);
+  // uncharged) and the history consistent. Returns every round's report.
+  std::vector<examples::PipelineReport> FinishWithoutDoubleCharges(FieldLoad& load,
+                                                                   LeaderWatch& watch);
 
   // Destroyed in reverse: the client before the cluster it talks to.
   test::TempDir dir_;

@@ -227,9 +227,8 @@ TEST(ClusterStatusSummaryTest, ZonesAndTheShardsOneZonesLossWouldTakeAreShown) {
   EXPECT_FALSE(absl::StrContains(RenderText(blind), "zone"));
 }
 
-// How many shards each node leads, and how far the busiest is above the
-// mean of the nodes that lead any: a node that leads none (down, or
-// drained) is listed but does not pull the mean down.
+// How many shards each node leads, and how far the busiest is above an
+// even share over every node listed, those that lead none included.
 TEST(ClusterStatusSummaryTest, ShardsLedPerNodeAndTheBusiestsExcessAreShown) {
   v1::TopologyResponse map;
   map.set_shard_count(5);
@@ -246,14 +245,15 @@ TEST(ClusterStatusSummaryTest, ShardsLedPerNodeAndTheBusiestsExcessAreShown) {
   }
   const ClusterStatus status = Summarize({{"a:1", map}});
   EXPECT_EQ(status.leads, (std::vector<size_t>{3, 2, 0, 0}));
-  EXPECT_NEAR(status.leader_spread_percent, 20.0, 1e-9);  // 3 against a mean of 2.5.
+  EXPECT_NEAR(status.leader_spread_percent, 140.0, 1e-9);  // 3 against 5 / 4.
   const std::string text = RenderText(status);
   EXPECT_TRUE(absl::StrContains(
-      text, "shards led: a:1 3, b:1 2, c:1 0, d:1 0 (the busiest leads 20.0% above the mean"))
+      text,
+      "shards led: a:1 3, b:1 2, c:1 0, d:1 0 (the busiest leads 140.0% above an even share)"))
       << text;
   const nlohmann::json json = nlohmann::json::parse(RenderJson(status));
   EXPECT_EQ(json["shards_led"], nlohmann::json({3, 2, 0, 0}));
-  EXPECT_NEAR(json["leader_spread_percent"].get<double>(), 20.0, 1e-9);
+  EXPECT_NEAR(json["leader_spread_percent"].get<double>(), 140.0, 1e-9);
 }
 
 TEST(ClusterStatusSingleNodeTest, ServerThatIsNotReplicatedShowsItsStaticOwnership) {
