@@ -27,7 +27,8 @@ int ClampToInt(int64_t value) {
   return static_cast<int>(std::min<int64_t>(value, std::numeric_limits<int>::max()));
 }
 
-// Message sizes, streams per connection and keepalive (design.md §10).
+// Message sizes, streams per connection, keepalive and the handshake
+// timeout (design.md §10).
 void ApplyTransportLimits(const ServerLimits& limits, grpc::ServerBuilder* builder) {
   builder->SetMaxReceiveMessageSize(ClampToInt(limits.max_receive_message_bytes));
   builder->SetMaxSendMessageSize(ClampToInt(limits.max_send_message_bytes));
@@ -40,6 +41,10 @@ void ApplyTransportLimits(const ServerLimits& limits, grpc::ServerBuilder* build
                               ClampToInt(limits.min_client_ping_interval_ms));
   // A client's keepalive pings between calls are allowed, at the pace above.
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // A connection is closed unless its TLS handshake (if any) is done and
+  // the client's HTTP/2 preface and SETTINGS have arrived within this.
+  builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                              ClampToInt(limits.handshake_timeout_ms));
   if (limits.max_connection_age_ms > 0) {
     builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
                                 ClampToInt(limits.max_connection_age_ms));

@@ -54,6 +54,11 @@ struct ServerLimits {
   // storage needs.
   uint32_t max_connections = 4096;
   uint32_t max_connections_per_address = 512;
+  // A connection that has not completed its TLS handshake and sent the
+  // HTTP/2 connection preface within this is closed (gRPC's own default is
+  // 120 s), so that silent or half-speaking clients cannot hold the slots
+  // above. Far above a real TLS handshake over a WAN.
+  int64_t handshake_timeout_ms = 10'000;
   // What one authenticated identity may hold at once (tenant_quota.h;
   // without grants nothing is limited per caller): open Stream calls, and
   // storage tasks (unary calls, Batches, batches of a Stream) queued or

@@ -193,6 +193,8 @@ absl::Status ResolveLimits(const v1::LimitsConfig& in, ServerLimits* out) {
                               &out->max_connection_age_grace_ms));
   s.Update(ResolveCount(in.max_connections(), 1, 1 << 20, "limits.max_connections",
                         &out->max_connections));
+  s.Update(ParseDurationField(in.handshake_timeout(), out->handshake_timeout_ms, 100,
+                              "limits.handshake_timeout", &out->handshake_timeout_ms));
   if (s.ok()) {
     // Unset, a per-address or per-identity share is at most the whole.
     out->max_connections_per_address =
@@ -541,6 +543,7 @@ std::string DescribeSettings(const ServerSettings& s) {
       " max_open_streams=", s.limits.max_open_streams,
       " max_connections=", s.limits.max_connections,
       " max_connections_per_address=", s.limits.max_connections_per_address,
+      " handshake_timeout_ms=", s.limits.handshake_timeout_ms,
       " max_open_streams_per_identity=", s.limits.max_open_streams_per_identity,
       " max_queued_tasks_per_identity=", s.limits.max_queued_tasks_per_identity);
 }

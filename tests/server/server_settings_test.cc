@@ -42,6 +42,7 @@ TEST(ServerSettingsTest, LimitsHaveTheirDefaults) {
   EXPECT_EQ(limits.max_connection_age_grace_ms, 30'000);
   EXPECT_EQ(limits.max_connections, 4096u);
   EXPECT_EQ(limits.max_connections_per_address, 512u);
+  EXPECT_EQ(limits.handshake_timeout_ms, 10'000);
   EXPECT_EQ(limits.max_open_streams_per_identity, 32u);
   EXPECT_EQ(limits.max_queued_tasks_per_identity, 256u);
 }
@@ -115,6 +116,9 @@ TEST(ServerSettingsTest, ALimitOutOfRangeIsRefusedNamingIt) {
   settings = Resolve("limits { max_open_streams: 8 max_open_streams_per_identity: 9 }");
   EXPECT_THAT(settings.status().message(),
               HasSubstr("limits.max_open_streams_per_identity: must be 1..8, got 9"));
+  settings = Resolve(R"pb(limits { handshake_timeout: "50ms" })pb");
+  EXPECT_THAT(settings.status().message(),
+              HasSubstr("limits.handshake_timeout: must be at least 100ms"));
   // Unset, a share is at most the whole.
   settings = Resolve("limits { max_connections: 100 max_open_streams: 8 }");
   ASSERT_TRUE(settings.ok()) << settings.status();
