@@ -68,17 +68,6 @@ TokenGuessBrake::Options BrakeOptions(const AuthSettings& settings) {
 
 }  // namespace
 
-std::string PeerHost(const std::string& peer) {
-  absl::string_view host = peer;
-  if (!absl::ConsumePrefix(&host, "ipv4:")) absl::ConsumePrefix(&host, "ipv6:");
-  if (const size_t colon = host.rfind(':'); colon != absl::string_view::npos) {
-    host = host.substr(0, colon);
-  }
-  absl::ConsumePrefix(&host, "[");
-  absl::ConsumeSuffix(&host, "]");
-  return std::string(host);
-}
-
 const char* RoleName(Role role) {
   switch (role) {
     case Role::kClaim:
@@ -266,10 +255,11 @@ absl::StatusOr<Caller> Authorizer::Authenticate(const grpc::ServerContextBase& c
   if (why == nullptr) why = &ignored;
   *why = DenyReason::kUnauthenticated;
   if (std::optional<std::string> token = BearerToken(context)) {
-    const std::string address = PeerHost(context.peer());
+    // Counted by source: an IPv4 address, or an IPv6 /64.
+    const std::string peer = context.peer();
     {
       absl::MutexLock lock(&brake_mu_);
-      if (brake_.Braked(address, absl::Now())) {
+      if (brake_.Braked(peer, absl::Now())) {
         *why = DenyReason::kThrottled;
         return absl::UnauthenticatedError(absl::StrCat(
             "too many unknown bearer tokens from this address: calls with a bearer token are "
@@ -290,7 +280,7 @@ absl::StatusOr<Caller> Authorizer::Authenticate(const grpc::ServerContextBase& c
     const auto it = table->find(digest);
     if (it == table->end()) {
       absl::MutexLock lock(&brake_mu_);
-      brake_.RecordUnknown(address, absl::Now());
+      brake_.RecordUnknown(peer, absl::Now());
       *why = DenyReason::kUnknownToken;
       return absl::UnauthenticatedError("bearer token not recognized");
     }

@@ -71,7 +71,7 @@ struct AuthSettings {
   std::string tokens_file;
   int64_t refresh_interval_ms = 10'000;  // How often tokens_file is checked.
   // The brake on guessing tokens (token_guess_brake.h): unknown tokens one
-  // peer address may present per penalty.
+  // peer address (an IPv6 /64) may present per penalty.
   uint32_t max_unknown_tokens = 20;
   int64_t unknown_token_penalty_ms = 10'000;
   std::vector<Grant> grants;
@@ -183,10 +183,6 @@ class Authorizer {
   absl::Mutex brake_mu_;
   TokenGuessBrake brake_ ABSL_GUARDED_BY(brake_mu_);
 };
-
-// The host of a gRPC peer URI ("ipv4:10.0.0.7:41234", "ipv6:[::1]:41234"),
-// without its port.
-std::string PeerHost(const std::string& peer);
 
 }  // namespace dedup::server
 

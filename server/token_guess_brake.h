@@ -6,9 +6,20 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace dedup::server {
+
+// The source a per-address limit counts a gRPC peer by (PeerAddressKey
+// below): an IPv4 address, also when it is mapped into IPv6 ("10.0.0.7"),
+// or the /64 prefix of an IPv6 address ("2001:db8:0:1::/64"), since anyone
+// with one IPv6 host usually holds its whole /64. Takes a peer as gRPC
+// gives it ("ipv4:10.0.0.7:41234", "ipv6:%5B2001:db8::1%5D:41234", or with
+// plain brackets), or an address alone ("10.0.0.7", "2001:db8::1",
+// "[2001:db8::1]:41234"). Anything else (a Unix socket's peer) is its own
+// key.
+std::string PeerAddressKey(absl::string_view peer);
 
 // A brake on guessing bearer tokens (design.md §10). Once a peer address
 // has presented `max_unknown` unknown tokens within `penalty`, every call
@@ -16,6 +27,8 @@ namespace dedup::server {
 // looked up, until `penalty` has passed since the last of them. A guesser
 // thus tries at most `max_unknown` tokens per `penalty` from one address,
 // and learns nothing while braked, since a right token is refused too.
+// Peers count by PeerAddressKey: every address of an IPv6 /64 shares one
+// count.
 //
 // Pure and not thread-safe: the caller locks and passes the time.
 class TokenGuessBrake {
@@ -23,7 +36,7 @@ class TokenGuessBrake {
   struct Options {
     uint32_t max_unknown = 20;
     absl::Duration penalty = absl::Seconds(10);
-    // Addresses tracked at once; past it, ones whose count has lapsed are
+    // Sources (keys) tracked at once; past it, ones whose count has lapsed are
     // forgotten first, then new addresses are not tracked until room is
     // made.
     size_t max_addresses = 65536;
@@ -31,10 +44,11 @@ class TokenGuessBrake {
 
   explicit TokenGuessBrake(Options options) : options_(options) {}
 
-  // Whether calls with a bearer token from `address` are refused at `now`.
-  bool Braked(const std::string& address, absl::Time now) const;
-  // Notes an unknown token from `address` at `now`.
-  void RecordUnknown(const std::string& address, absl::Time now);
+  // Whether calls with a bearer token from `peer` (a gRPC peer or an
+  // address, as PeerAddressKey takes) are refused at `now`.
+  bool Braked(absl::string_view peer, absl::Time now) const;
+  // Notes an unknown token from `peer` at `now`.
+  void RecordUnknown(absl::string_view peer, absl::Time now);
 
   size_t tracked() const { return addresses_.size(); }
   const Options& options() const { return options_; }
@@ -45,7 +59,7 @@ class TokenGuessBrake {
     absl::Time last;
     uint32_t count = 0;
   };
-  // Forgets addresses whose guesses are older than the penalty.
+  // Forgets sources whose guesses are older than the penalty.
   void Forget(absl::Time now);
 
   const Options options_;

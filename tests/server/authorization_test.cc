@@ -511,6 +511,61 @@ TEST(TokenGuessBrakeTest, BrakesAfterTheLimitUntilThePenaltyPassesSinceTheLastGu
   EXPECT_FALSE(brake.Braked("10.0.0.3", t0 + absl::Seconds(99)));
 }
 
+// Peers count by source: IPv4 by address (also mapped into IPv6), IPv6 by
+// /64, as gRPC writes them (it escapes an IPv6 address's brackets) or as
+// plain addresses.
+TEST(PeerAddressKeyTest, IPv4ByAddressAndIPv6BySlash64) {
+  EXPECT_EQ(PeerAddressKey("ipv4:127.0.0.1:5000"), "127.0.0.1");
+  EXPECT_EQ(PeerAddressKey("ipv4:10.0.0.7"), "10.0.0.7");
+  EXPECT_EQ(PeerAddressKey("10.0.0.7:41234"), "10.0.0.7");
+  EXPECT_EQ(PeerAddressKey("10.0.0.7"), "10.0.0.7");
+
+  EXPECT_EQ(PeerAddressKey("ipv6:%5B2001:db8::1%5D:5000"), "2001:db8::/64");
+  EXPECT_EQ(PeerAddressKey("ipv6:[2001:db8::1]:5000"), "2001:db8::/64");
+  EXPECT_EQ(PeerAddressKey("[2001:db8::1]:5000"), "2001:db8::/64");
+  EXPECT_EQ(PeerAddressKey("2001:db8::1"), "2001:db8::/64");
+  EXPECT_EQ(PeerAddressKey("ipv6:%5B2001:0db8:0000:0001:aaaa:bbbb:cccc:dddd%5D:5000"),
+            "2001:db8:0:1::/64")
+      << "written in full";
+  EXPECT_EQ(PeerAddressKey("ipv6:[2001:db8:0:1:ffff::2]:6000"), "2001:db8:0:1::/64")
+      << "another host of the same /64";
+  EXPECT_NE(PeerAddressKey("ipv6:[2001:db8:0:2::1]:5000"), PeerAddressKey("2001:db8:0:1::1"))
+      << "the next /64";
+  EXPECT_EQ(PeerAddressKey("ipv6:%5B::1%5D:5000"), "::/64");
+  EXPECT_EQ(PeerAddressKey("ipv6:%5Bfe80::1%25eth0%5D:5000"), "fe80::/64") << "with a zone";
+
+  EXPECT_EQ(PeerAddressKey("ipv6:%5B::ffff:10.0.0.7%5D:5000"), "10.0.0.7") << "IPv4-mapped";
+  EXPECT_EQ(PeerAddressKey("ipv6:[::ffff:10.0.0.7]:5000"), "10.0.0.7");
+  EXPECT_EQ(PeerAddressKey("::ffff:a00:7"), "10.0.0.7");
+  EXPECT_NE(PeerAddressKey("::ffff:10.0.0.7"), PeerAddressKey("::ffff:10.0.0.8"));
+
+  EXPECT_EQ(PeerAddressKey("unix:/run/dedupd.sock"), "unix:/run/dedupd.sock");
+  EXPECT_EQ(PeerAddressKey(""), "");
+}
+
+TEST(TokenGuessBrakeTest, EveryAddressOfAnIPv6Slash64SharesOneCount) {
+  TokenGuessBrake::Options options;
+  options.max_unknown = 3;
+  options.penalty = absl::Seconds(10);
+  TokenGuessBrake brake(options);
+  const absl::Time t0 = absl::FromUnixSeconds(1'700'000'000);
+  brake.RecordUnknown("ipv6:%5B2001:db8:0:1::1%5D:40001", t0);
+  brake.RecordUnknown("ipv6:%5B2001:db8:0:1::2%5D:40002", t0);
+  brake.RecordUnknown("ipv6:%5B2001:db8:0:1:dead:beef:0:3%5D:40003", t0);
+  EXPECT_TRUE(brake.Braked("ipv6:%5B2001:db8:0:1::4%5D:40004", t0))
+      << "a fourth address of the /64 is braked too";
+  EXPECT_FALSE(brake.Braked("ipv6:%5B2001:db8:0:2::1%5D:40001", t0)) << "another /64 is not";
+  EXPECT_EQ(brake.tracked(), 1u);
+
+  // IPv4, mapped or not, is one count per address.
+  brake.RecordUnknown("ipv4:10.0.0.1:40001", t0);
+  brake.RecordUnknown("ipv6:%5B::ffff:10.0.0.1%5D:40002", t0);
+  brake.RecordUnknown("ipv4:10.0.0.1:40003", t0);
+  EXPECT_TRUE(brake.Braked("ipv6:[::ffff:10.0.0.1]:40004", t0));
+  EXPECT_TRUE(brake.Braked("ipv4:10.0.0.1:40005", t0));
+  EXPECT_FALSE(brake.Braked("ipv4:10.0.0.2:40001", t0));
+}
+
 TEST_P(BearerTokenTest, AnUnreadableFileKeepsTheTokensLoadedBefore) {
   std::ofstream(tokens_file_) << "spiffe://test/worker-a not-a-digest\n";
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // Past the refresh interval.
