@@ -243,6 +243,32 @@ void NetworkExperimentTest::SetUp() {
   ASSERT_TRUE(entered.ok()) << entered;
 }
 
+std::optional<absl::Duration> NetworkExperimentTest::AwaitEveryShardLedOutside(
+    const std::vector<int>& nodes, absl::Time since) {
+  const absl::Time give_up = absl::Now() + kFailover;
+  std::vector<Leadership> leaders;
+  for (;;) {
+    leaders = cluster_->Leaders();
+    const bool done = std::all_of(leaders.begin(), leaders.end(), [&](const Leadership& l) {
+      return l.node >= 0 && std::find(nodes.begin(), nodes.end(), l.node) == nodes.end();
+    });
+    if (done) break;
+    if (absl::Now() > give_up) {
+      ADD_FAILURE() << "nodes " << absl::StrJoin(nodes, ", ")
+                    << " still lead shards, or some have no leader, "
+                    << absl::FormatDuration(absl::Now() - since)
+                    << " into the fault: " << Describe(leaders) << "\n"
+                    << cluster_->OutputTails();
+      return std::nullopt;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  const absl::Duration took = absl::Now() - since;
+  std::cout << "every shard led by a node other than " << absl::StrJoin(nodes, ", ") << " "
+            << absl::FormatDuration(took) << " into the fault\n";
+  return took;
+}
+
 void NetworkExperimentTest::TearDown() {
   client_.reset();
   cluster_.reset();

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -157,6 +158,13 @@ class NetworkExperimentTest : public FieldExperimentTest {
   // The client and the cluster's processes go before the namespaces they
   // live in.
   void TearDown() override;
+
+  // Waits, up to kFailover, until every shard is led by a node outside
+  // `nodes` (those a fault cut off), and returns how long that took from
+  // `since`, when the fault began. When it does not happen in time: a
+  // failure, with who leads what and the nodes' output, and nullopt.
+  std::optional<absl::Duration> AwaitEveryShardLedOutside(const std::vector<int>& nodes,
+                                                          absl::Time since);
 
   std::unique_ptr<NetworkLab> lab_;
 

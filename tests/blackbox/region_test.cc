@@ -231,21 +231,9 @@ TEST_F(RegionTest, AClusterOverThreeRegionsLosesNothingWhenOneIsCutOff) {
   const absl::Time cut_at = absl::Now();
   const absl::Status cut = lab_->CutOffWithEtcd(kCut, {0, 1});
   ASSERT_TRUE(cut.ok()) << cut;
-  std::vector<Leadership> leaders;
-  for (;;) {
-    leaders = cluster_->Leaders();
-    const bool elsewhere = std::all_of(leaders.begin(), leaders.end(), [&](const Leadership& l) {
-      return l.node >= 0 && l.node != kCut;
-    });
-    if (elsewhere) break;
-    ASSERT_LT(absl::Now(), cut_at + kFailover)
-        << "some shards are still led in region-c, or have no leader, "
-        << absl::FormatDuration(absl::Now() - cut_at) << " into the cut: " << Describe(leaders)
-        << "\n"
-        << cluster_->OutputTails();
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  const absl::Duration failover = absl::Now() - cut_at;
+  const std::optional<absl::Duration> led_elsewhere = AwaitEveryShardLedOutside({kCut}, cut_at);
+  ASSERT_TRUE(led_elsewhere.has_value());
+  const absl::Duration failover = *led_elsewhere;
   std::cout << "region-c cut off: every shard led in region-a or region-b "
             << absl::FormatDuration(failover) << " into the cut\n";
   ASSERT_NO_FATAL_FAILURE(AwaitProgress(100, absl::Seconds(60)));

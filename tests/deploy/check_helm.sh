@@ -1502,6 +1502,22 @@ class FakeKubeApi(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def serve_fake_api(kubeconfig):
+    """Serves FakeKubeApi.objects on a loopback port and writes a kubeconfig
+    for it to `kubeconfig`; returns the server, to be shut down."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeKubeApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with open(kubeconfig, "w") as f:
+        f.write(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: fake, cluster: {{server: "http://127.0.0.1:{server.server_address[1]}"}}}}]
+users: [{{name: fake, user: {{}}}}]
+contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]
+current-context: fake
+""")
+    return server
+
+
 def check_upgrade_guard(installed, case, sets, refusals, accepted=()):
     """An installed 3-node cluster: upgrades must keep its shape.
 
@@ -1523,17 +1539,8 @@ def check_upgrade_guard(installed, case, sets, refusals, accepted=()):
         FakeKubeApi.objects[path] = obj
     name = installed[0]["metadata"]["name"]
     FakeKubeApi.requests = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeKubeApi)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     kubeconfig = os.path.join(work, "kubeconfig")
-    with open(kubeconfig, "w") as f:
-        f.write(f"""apiVersion: v1
-kind: Config
-clusters: [{{name: fake, cluster: {{server: "http://127.0.0.1:{server.server_address[1]}"}}}}]
-users: [{{name: fake, user: {{}}}}]
-contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]
-current-context: fake
-""")
+    server = serve_fake_api(kubeconfig)
     env = dict(os.environ, KUBECONFIG=kubeconfig)
 
     def upgrade(*changes):
@@ -1627,17 +1634,8 @@ def check_zone_lookup_script():
                                  "reason": "Forbidden", "code": 403,
                                  "message": 'nodes "node-c" is forbidden'},
     }
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeKubeApi)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     kubeconfig = os.path.join(work, "zone-kubeconfig")
-    with open(kubeconfig, "w") as f:
-        f.write(f"""apiVersion: v1
-kind: Config
-clusters: [{{name: fake, cluster: {{server: "http://127.0.0.1:{server.server_address[1]}"}}}}]
-users: [{{name: fake, user: {{}}}}]
-contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]
-current-context: fake
-""")
+    server = serve_fake_api(kubeconfig)
     lookup_dir = os.path.join(work, "zone-lookup")
     os.makedirs(lookup_dir, exist_ok=True)
     command = ["/bin/sh", "-c", lookup_script, "zone-lookup.sh"]

@@ -492,12 +492,18 @@ TEST_P(BearerTokenTest, GuessingTokensFromOneAddressIsBraked) {
   EXPECT_TRUE(after.ok()) << after.error_message();
 }
 
-TEST(TokenGuessBrakeTest, BrakesAfterTheLimitUntilThePenaltyPassesSinceTheLastGuess) {
+// A brake after 3 unknown tokens within 10 s, and a time to start from.
+TokenGuessBrake BrakeAfterThree() {
   TokenGuessBrake::Options options;
   options.max_unknown = 3;
   options.penalty = absl::Seconds(10);
-  TokenGuessBrake brake(options);
-  const absl::Time t0 = absl::FromUnixSeconds(1'700'000'000);
+  return TokenGuessBrake(options);
+}
+constexpr absl::Time kBrakeStart = absl::FromUnixSeconds(1'700'000'000);
+
+TEST(TokenGuessBrakeTest, BrakesAfterTheLimitUntilThePenaltyPassesSinceTheLastGuess) {
+  TokenGuessBrake brake = BrakeAfterThree();
+  const absl::Time t0 = kBrakeStart;
   brake.RecordUnknown("10.0.0.1", t0);
   brake.RecordUnknown("10.0.0.1", t0 + absl::Seconds(1));
   EXPECT_FALSE(brake.Braked("10.0.0.1", t0 + absl::Seconds(2)));
@@ -544,11 +550,8 @@ TEST(PeerAddressKeyTest, IPv4ByAddressAndIPv6BySlash64) {
 }
 
 TEST(TokenGuessBrakeTest, EveryAddressOfAnIPv6Slash64SharesOneCount) {
-  TokenGuessBrake::Options options;
-  options.max_unknown = 3;
-  options.penalty = absl::Seconds(10);
-  TokenGuessBrake brake(options);
-  const absl::Time t0 = absl::FromUnixSeconds(1'700'000'000);
+  TokenGuessBrake brake = BrakeAfterThree();
+  const absl::Time t0 = kBrakeStart;
   brake.RecordUnknown("ipv6:%5B2001:db8:0:1::1%5D:40001", t0);
   brake.RecordUnknown("ipv6:%5B2001:db8:0:1::2%5D:40002", t0);
   brake.RecordUnknown("ipv6:%5B2001:db8:0:1:dead:beef:0:3%5D:40003", t0);
