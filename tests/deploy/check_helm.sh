@@ -1387,13 +1387,20 @@ check(r.returncode == 0 and
       "cluster-job rebalance, grown to 5: waits for the cluster and for the new pods to serve "
       "before any move, adds pods 4 .. 0, rebalances", detail(r, calls))
 shellcheck = shutil.which("shellcheck")
-if shellcheck:
-    r = subprocess.run([shellcheck, "-s", "sh", os.path.join(chart, "files", "cluster-job.sh")],
+
+
+def lint_chart_script(name):
+    """shellcheck -s sh over files/NAME of the chart, when shellcheck is there."""
+    if not shellcheck:
+        print(f"check_helm: note: shellcheck is not on PATH; files/{name} was not linted")
+        return
+    r = subprocess.run([shellcheck, "-s", "sh", os.path.join(chart, "files", name)],
                        capture_output=True, text=True, timeout=60)
-    check(r.returncode == 0, "shellcheck -s sh accepts files/cluster-job.sh",
+    check(r.returncode == 0, f"shellcheck -s sh accepts files/{name}",
           (r.stdout + r.stderr).strip())
-else:
-    print("check_helm: note: shellcheck is not on PATH; files/cluster-job.sh was not linted")
+
+
+lint_chart_script("cluster-job.sh")
 
 
 def run_entrypoint(env, args, binary=print_args):
@@ -1694,13 +1701,7 @@ def check_zone_lookup_script():
 
 
 check_zone_lookup_script()
-if shellcheck:
-    r = subprocess.run([shellcheck, "-s", "sh", os.path.join(chart, "files", "zone-lookup.sh")],
-                       capture_output=True, text=True, timeout=60)
-    check(r.returncode == 0, "shellcheck -s sh accepts files/zone-lookup.sh",
-          (r.stdout + r.stderr).strip())
-else:
-    print("check_helm: note: shellcheck is not on PATH; files/zone-lookup.sh was not linted")
+lint_chart_script("zone-lookup.sh")
 
 
 def check_config(case, sts, cm, expect):
