@@ -155,6 +155,22 @@ std::vector<PlannedMove> PlanBalance(const std::vector<ShardPlacement>& shards,
       break;
     }
   }
+  // First voters (preferred leaders, which lead each shard whenever they
+  // can) per eligible node. A moved replica keeps its place among the
+  // voters, so moving a first voter moves a shard's leadership too.
+  std::map<uint32_t, uint32_t> firsts;
+  for (uint32_t node : eligible) firsts[node] = 0;
+  for (const ShardPlacement& shard : shards) {
+    if (!shard.voters.empty() && firsts.count(shard.voters.front())) {
+      ++firsts[shard.voters.front()];
+    }
+  }
+  for (const PlannedMove& move : moves) {
+    const std::vector<uint32_t>& voters = shards[move.shard].voters;
+    if (voters.empty() || voters.front() != move.from) continue;
+    if (firsts.count(move.from)) --firsts[move.from];
+    ++firsts[move.to];
+  }
   while (counts.size() >= 2) {
     // Fullest and emptiest nodes, the lowest index of a tie.
     std::vector<std::pair<uint32_t, uint32_t>> by_count;  // (count, node)
@@ -164,20 +180,32 @@ std::vector<PlannedMove> PlanBalance(const std::vector<ShardPlacement>& shards,
     for (auto full = by_count.rbegin(); full != by_count.rend() && !found; ++full) {
       for (auto empty = by_count.begin(); empty != by_count.end() && !found; ++empty) {
         if (full->first <= empty->first + 1) break;
-        for (uint32_t s = 0; s < shards.size(); ++s) {
-          const ShardPlacement& shard = shards[s];
-          if (shard.moving || planned.count(s) || !Holds(shard.voters, full->second) ||
-              HoldsAny(shard, empty->second) ||
-              DistinctZones(Replaced(shard.voters, full->second, empty->second), zones) <
-                  DistinctZones(shard.voters, zones)) {
-            continue;
+        // A shard the fullest node is the first voter of while it is the
+        // first voter of more shards than the emptiest, any other shard
+        // otherwise; failing that, any shard at all.
+        const bool take_first = firsts[full->second] > firsts[empty->second];
+        for (int pass = 0; pass < 2 && !found; ++pass) {
+          for (uint32_t s = 0; s < shards.size(); ++s) {
+            const ShardPlacement& shard = shards[s];
+            if (shard.moving || planned.count(s) || !Holds(shard.voters, full->second) ||
+                HoldsAny(shard, empty->second) ||
+                DistinctZones(Replaced(shard.voters, full->second, empty->second), zones) <
+                    DistinctZones(shard.voters, zones)) {
+              continue;
+            }
+            const bool first = shard.voters.front() == full->second;
+            if (pass == 0 && first != take_first) continue;
+            moves.push_back({s, full->second, empty->second});
+            --counts[full->second];
+            ++counts[empty->second];
+            if (first) {
+              --firsts[full->second];
+              ++firsts[empty->second];
+            }
+            planned.insert(s);
+            found = true;
+            break;
           }
-          moves.push_back({s, full->second, empty->second});
-          --counts[full->second];
-          ++counts[empty->second];
-          planned.insert(s);
-          found = true;
-          break;
         }
       }
     }

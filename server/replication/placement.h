@@ -64,7 +64,10 @@ struct PlannedMove {
 //      a zone it lacks moves one of them there (the emptiest such node);
 //   3. while two eligible nodes differ by more than one voter, one shard
 //      of the fullest goes to the emptiest (the lowest index of a tie),
-//      where that leaves the shard in no fewer zones than before.
+//      where that leaves the shard in no fewer zones than before: one the
+//      fullest is the first voter of (its preferred leader) while it is
+//      the first voter of more shards than the emptiest, one it is not
+//      otherwise, so that leadership spreads as evenly as the voters.
 // Apply them, then plan again: the next plan starts from what happened.
 // Without zones (all "") steps 1 and 3 are the zone-blind rules and step
 // 2 finds nothing.

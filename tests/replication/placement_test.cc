@@ -116,6 +116,33 @@ int PlanUntilSettled(std::vector<ShardPlacement>* shards, const std::set<uint32_
   return 100;
 }
 
+// First voters (preferred leaders) per node.
+std::map<uint32_t, int> FirstVoters(const std::vector<ShardPlacement>& shards) {
+  std::map<uint32_t, int> firsts;
+  for (const ShardPlacement& shard : shards) ++firsts[shard.voters.front()];
+  return firsts;
+}
+
+// A moved replica keeps its place among the shard's voters, so a node that
+// takes a shard's first voter becomes its preferred leader. Growing from
+// three nodes to four and then five at the default shard count, each
+// node must end up the first voter of an even share, within 10%, or
+// leadership stays lopsided after every growth.
+TEST(BalancePlanTest, GrowthLeavesEachNodeTheFirstVoterOfAnEvenShare) {
+  std::vector<ShardPlacement> shards = Placed(1024, 3, Zones(3));  // Three nodes, no zones.
+  for (const std::set<uint32_t>& eligible :
+       {std::set<uint32_t>{0, 1, 2, 3}, std::set<uint32_t>{0, 1, 2, 3, 4}}) {
+    PlanUntilSettled(&shards, eligible, {});
+    const double even = 1024.0 / eligible.size();
+    const std::map<uint32_t, int> firsts = FirstVoters(shards);
+    for (uint32_t node : eligible) {
+      const int led = firsts.count(node) ? firsts.at(node) : 0;
+      EXPECT_GE(led, even * 0.9) << "node " << node << " of " << eligible.size();
+      EXPECT_LE(led, even * 1.1) << "node " << node << " of " << eligible.size();
+    }
+  }
+}
+
 TEST(ZonesTest, WithoutZonesTheInitialVotersAreTheZoneBlindOnes) {
   for (uint32_t nodes = 1; nodes <= 7; ++nodes) {
     for (uint32_t rf = 1; rf <= 5; ++rf) {
