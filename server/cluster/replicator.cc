@@ -439,10 +439,17 @@ void Replicator::LeaseLoop() {
 
 void Replicator::CoordinateLoop() {
   const absl::Duration tick = Tick(options_.lease_ttl);
+  // While this node leads a shard that is moving, a pass comes thrice as
+  // often: each step of a move (promote, hand off, remove) waits for one,
+  // and a new node takes hundreds of small moves.
+  const absl::Duration moving_tick = std::max(tick / 3, absl::Milliseconds(50));
+  bool moving = false;
   while (true) {
     {
       absl::MutexLock lock(&stop_mu_);
-      if (stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick)) return;
+      if (stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), moving ? moving_tick : tick)) {
+        return;
+      }
     }
     StepDownWithoutLease();
     StepDownWithoutMajority();
@@ -450,7 +457,7 @@ void Replicator::CoordinateLoop() {
     EnsureShippers();
     ClearCaughtUpLearners();
     TrimLogs();
-    AdvanceMoves();
+    moving = AdvanceMoves();
     if (!handing_off_.load()) BalanceLeaders();
   }
 }

@@ -390,8 +390,9 @@ class Replicator : public storage::ShardReplicator {
   // Starts a shipping loop for every peer of a shard held here without one.
   void EnsureShippers();
   // As the leader of a moving shard: the move's next step (§3 of
-  // docs/elastic.md), or its rollback when the target is gone.
-  void AdvanceMoves();
+  // docs/elastic.md), or its rollback when the target is gone. Whether
+  // this node leads a shard that is moving.
+  bool AdvanceMoves();
   // Sleeps as long as sending `bytes` more to a learner needs at the move
   // rate, which every move this node sends shares: many small moves at
   // once copy no faster in all than one large one.

@@ -176,9 +176,11 @@ absl::Status Replicator::SetDraining(uint32_t node, bool draining) {
   return absl::OkStatus();
 }
 
-void Replicator::AdvanceMoves() {
+bool Replicator::AdvanceMoves() {
   const absl::Time now = absl::Now();
   const absl::Duration tick = Tick(options_.lease_ttl);
+  bool stepped = false;
+  bool under_way = false;
   for (auto& shard_ptr : shards_) {
     Shard* shard = shard_ptr.get();
     if (!shard->replica) continue;
@@ -190,6 +192,7 @@ void Replicator::AdvanceMoves() {
     {
       absl::MutexLock lock(&shard->mu);
       if (!shard->leading || !shard->serving || shard->move.revision == 0) continue;
+      under_way = true;
       move = shard->move;
       epoch = shard->lead_epoch;
       voters = shard->voters;
@@ -271,9 +274,13 @@ void Replicator::AdvanceMoves() {
     if (!changed.ok() || !*changed) continue;
     LogEvent(step == core::MoveStep::kRollBack ? spdlog::level::warn : spdlog::level::info, done,
              {{"shard", absl::StrCat(s)}, {"from", absl::StrCat(from)}, {"to", absl::StrCat(to)}});
-    // Taken at once rather than at the next read.
-    ReadLeadership();
+    stepped = true;
   }
+  // Taken at once rather than at the next read: once for every shard that
+  // stepped, since a read of the whole cluster's state costs as much for
+  // one as for all (no shard is looked at twice in this pass).
+  if (stepped) ReadLeadership();
+  return under_way;
 }
 
 }  // namespace dedup::server::cluster
