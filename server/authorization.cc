@@ -62,6 +62,8 @@ absl::StatusOr<TokenTable> ReadTokensFile(const std::string& path) {
 TokenGuessBrake::Options BrakeOptions(const AuthSettings& settings) {
   TokenGuessBrake::Options options;
   options.max_unknown = settings.max_unknown_tokens;
+  // One /64 holds a subnet's or a node's pods: sixteen addresses' worth.
+  options.max_unknown_per_prefix = settings.max_unknown_tokens * 16;
   options.penalty = absl::Milliseconds(settings.unknown_token_penalty_ms);
   return options;
 }

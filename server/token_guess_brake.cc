@@ -50,34 +50,50 @@ absl::string_view PeerAddress(absl::string_view peer) {
 
 }  // namespace
 
-std::string PeerAddressKey(absl::string_view peer) {
+PeerKeys PeerAddressKeys(absl::string_view peer) {
   const std::string decoded = PercentDecoded(peer);
   const std::string address(PeerAddress(decoded));
   char text[INET6_ADDRSTRLEN];
   in_addr v4{};
   if (inet_pton(AF_INET, address.c_str(), &v4) == 1) {
-    return inet_ntop(AF_INET, &v4, text, sizeof(text));
+    return {inet_ntop(AF_INET, &v4, text, sizeof(text)), ""};
   }
   in6_addr v6{};
   if (inet_pton(AF_INET6, address.c_str(), &v6) == 1) {
-    if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+    // NAT64's well-known prefix: an IPv4 client behind a translator.
+    static constexpr unsigned char kNat64[12] = {0x00, 0x64, 0xff, 0x9b};
+    if (IN6_IS_ADDR_V4MAPPED(&v6) || std::equal(kNat64, kNat64 + 12, v6.s6_addr)) {
       std::copy_n(&v6.s6_addr[12], 4, reinterpret_cast<unsigned char*>(&v4));
-      return inet_ntop(AF_INET, &v4, text, sizeof(text));
+      return {inet_ntop(AF_INET, &v4, text, sizeof(text)), ""};
     }
+    PeerKeys keys;
+    keys.host = inet_ntop(AF_INET6, &v6, text, sizeof(text));
     std::fill(&v6.s6_addr[8], &v6.s6_addr[16], 0);
-    return absl::StrCat(inet_ntop(AF_INET6, &v6, text, sizeof(text)), "/64");
+    keys.prefix = absl::StrCat(inet_ntop(AF_INET6, &v6, text, sizeof(text)), "/64");
+    return keys;
   }
-  return std::string(peer);
+  return {std::string(peer), ""};
 }
 
 bool TokenGuessBrake::Braked(absl::string_view peer, absl::Time now) const {
-  auto it = addresses_.find(PeerAddressKey(peer));
-  return it != addresses_.end() && it->second.count >= options_.max_unknown &&
-         now - it->second.last < options_.penalty;
+  const PeerKeys keys = PeerAddressKeys(peer);
+  return Braked(keys.host, options_.max_unknown, now) ||
+         (!keys.prefix.empty() && Braked(keys.prefix, options_.max_unknown_per_prefix, now));
 }
 
 void TokenGuessBrake::RecordUnknown(absl::string_view peer, absl::Time now) {
-  const std::string key = PeerAddressKey(peer);
+  const PeerKeys keys = PeerAddressKeys(peer);
+  Record(keys.host, options_.max_unknown, now);
+  if (!keys.prefix.empty()) Record(keys.prefix, options_.max_unknown_per_prefix, now);
+}
+
+bool TokenGuessBrake::Braked(const std::string& key, uint32_t limit, absl::Time now) const {
+  auto it = addresses_.find(key);
+  return it != addresses_.end() && it->second.count >= limit &&
+         now - it->second.last < options_.penalty;
+}
+
+void TokenGuessBrake::Record(const std::string& key, uint32_t limit, absl::Time now) {
   auto it = addresses_.find(key);
   if (it == addresses_.end()) {
     if (addresses_.size() >= options_.max_addresses) Forget(now);
@@ -87,7 +103,7 @@ void TokenGuessBrake::RecordUnknown(absl::string_view peer, absl::Time now) {
   Guesses& guesses = it->second;
   // A count lapses once `penalty` has passed since it began without the
   // brake, or since its last guess under the brake.
-  const bool braked = guesses.count >= options_.max_unknown;
+  const bool braked = guesses.count >= limit;
   if ((braked && now - guesses.last >= options_.penalty) ||
       (!braked && now - guesses.first >= options_.penalty)) {
     guesses = Guesses{now, now, 0};

@@ -517,56 +517,71 @@ TEST(TokenGuessBrakeTest, BrakesAfterTheLimitUntilThePenaltyPassesSinceTheLastGu
   EXPECT_FALSE(brake.Braked("10.0.0.3", t0 + absl::Seconds(99)));
 }
 
-// Peers count by source: IPv4 by address (also mapped into IPv6), IPv6 by
-// /64, as gRPC writes them (it escapes an IPv6 address's brackets) or as
-// plain addresses.
-TEST(PeerAddressKeyTest, IPv4ByAddressAndIPv6BySlash64) {
-  EXPECT_EQ(PeerAddressKey("ipv4:127.0.0.1:5000"), "127.0.0.1");
-  EXPECT_EQ(PeerAddressKey("ipv4:10.0.0.7"), "10.0.0.7");
-  EXPECT_EQ(PeerAddressKey("10.0.0.7:41234"), "10.0.0.7");
-  EXPECT_EQ(PeerAddressKey("10.0.0.7"), "10.0.0.7");
+// Peers count by source: IPv4 by address (also mapped into IPv6, or
+// translated by NAT64), IPv6 by address and by /64, as gRPC writes them (it
+// escapes an IPv6 address's brackets) or as plain addresses.
+TEST(PeerAddressKeysTest, IPv4ByAddressAndIPv6ByAddressAndSlash64) {
+  auto host = [](absl::string_view peer) { return PeerAddressKeys(peer).host; };
+  auto prefix = [](absl::string_view peer) { return PeerAddressKeys(peer).prefix; };
+  EXPECT_EQ(host("ipv4:127.0.0.1:5000"), "127.0.0.1");
+  EXPECT_EQ(host("ipv4:10.0.0.7"), "10.0.0.7");
+  EXPECT_EQ(host("10.0.0.7:41234"), "10.0.0.7");
+  EXPECT_EQ(host("10.0.0.7"), "10.0.0.7");
+  EXPECT_EQ(prefix("ipv4:10.0.0.7:5000"), "") << "IPv4 has no prefix key";
 
-  EXPECT_EQ(PeerAddressKey("ipv6:%5B2001:db8::1%5D:5000"), "2001:db8::/64");
-  EXPECT_EQ(PeerAddressKey("ipv6:[2001:db8::1]:5000"), "2001:db8::/64");
-  EXPECT_EQ(PeerAddressKey("[2001:db8::1]:5000"), "2001:db8::/64");
-  EXPECT_EQ(PeerAddressKey("2001:db8::1"), "2001:db8::/64");
-  EXPECT_EQ(PeerAddressKey("ipv6:%5B2001:0db8:0000:0001:aaaa:bbbb:cccc:dddd%5D:5000"),
-            "2001:db8:0:1::/64")
+  EXPECT_EQ(host("ipv6:%5B2001:db8::1%5D:5000"), "2001:db8::1");
+  EXPECT_EQ(prefix("ipv6:%5B2001:db8::1%5D:5000"), "2001:db8::/64");
+  EXPECT_EQ(prefix("ipv6:[2001:db8::1]:5000"), "2001:db8::/64");
+  EXPECT_EQ(prefix("[2001:db8::1]:5000"), "2001:db8::/64");
+  EXPECT_EQ(prefix("2001:db8::1"), "2001:db8::/64");
+  EXPECT_EQ(host("ipv6:%5B2001:0db8:0000:0001:aaaa:bbbb:cccc:dddd%5D:5000"),
+            "2001:db8:0:1:aaaa:bbbb:cccc:dddd")
       << "written in full";
-  EXPECT_EQ(PeerAddressKey("ipv6:[2001:db8:0:1:ffff::2]:6000"), "2001:db8:0:1::/64")
+  EXPECT_EQ(prefix("ipv6:%5B2001:0db8:0000:0001:aaaa:bbbb:cccc:dddd%5D:5000"), "2001:db8:0:1::/64");
+  EXPECT_EQ(prefix("ipv6:[2001:db8:0:1:ffff::2]:6000"), "2001:db8:0:1::/64")
       << "another host of the same /64";
-  EXPECT_NE(PeerAddressKey("ipv6:[2001:db8:0:2::1]:5000"), PeerAddressKey("2001:db8:0:1::1"))
-      << "the next /64";
-  EXPECT_EQ(PeerAddressKey("ipv6:%5B::1%5D:5000"), "::/64");
-  EXPECT_EQ(PeerAddressKey("ipv6:%5Bfe80::1%25eth0%5D:5000"), "fe80::/64") << "with a zone";
+  EXPECT_NE(prefix("ipv6:[2001:db8:0:2::1]:5000"), prefix("2001:db8:0:1::1")) << "the next /64";
+  EXPECT_EQ(prefix("ipv6:%5B::1%5D:5000"), "::/64");
+  EXPECT_EQ(host("ipv6:%5Bfe80::1%25eth0%5D:5000"), "fe80::1") << "with a zone";
 
-  EXPECT_EQ(PeerAddressKey("ipv6:%5B::ffff:10.0.0.7%5D:5000"), "10.0.0.7") << "IPv4-mapped";
-  EXPECT_EQ(PeerAddressKey("ipv6:[::ffff:10.0.0.7]:5000"), "10.0.0.7");
-  EXPECT_EQ(PeerAddressKey("::ffff:a00:7"), "10.0.0.7");
-  EXPECT_NE(PeerAddressKey("::ffff:10.0.0.7"), PeerAddressKey("::ffff:10.0.0.8"));
+  EXPECT_EQ(host("ipv6:%5B::ffff:10.0.0.7%5D:5000"), "10.0.0.7") << "IPv4-mapped";
+  EXPECT_EQ(prefix("ipv6:%5B::ffff:10.0.0.7%5D:5000"), "");
+  EXPECT_EQ(host("ipv6:[::ffff:10.0.0.7]:5000"), "10.0.0.7");
+  EXPECT_EQ(host("::ffff:a00:7"), "10.0.0.7");
+  EXPECT_NE(host("::ffff:10.0.0.7"), host("::ffff:10.0.0.8"));
+  EXPECT_EQ(host("ipv6:[64:ff9b::a00:7]:5000"), "10.0.0.7") << "NAT64";
+  EXPECT_EQ(prefix("ipv6:[64:ff9b::a00:7]:5000"), "");
 
-  EXPECT_EQ(PeerAddressKey("unix:/run/dedupd.sock"), "unix:/run/dedupd.sock");
-  EXPECT_EQ(PeerAddressKey(""), "");
+  EXPECT_EQ(host("unix:/run/dedupd.sock"), "unix:/run/dedupd.sock");
+  EXPECT_EQ(host(""), "");
 }
 
-TEST(TokenGuessBrakeTest, EveryAddressOfAnIPv6Slash64SharesOneCount) {
-  TokenGuessBrake brake = BrakeAfterThree();
+// One address of a /64 is braked after max_unknown unknown tokens, and its
+// neighbours are not; the /64 as a whole is braked after
+// max_unknown_per_prefix, whichever of its addresses sent them; the next
+// /64 is not. IPv4 and its mapped form share one count.
+TEST(TokenGuessBrakeTest, AnIPv6AddressCountsAloneAndItsSlash64AsAWhole) {
+  TokenGuessBrake::Options options;
+  options.max_unknown = 3;
+  options.max_unknown_per_prefix = 12;
+  options.penalty = absl::Seconds(10);
+  TokenGuessBrake brake(options);
   const absl::Time t0 = kBrakeStart;
-  brake.RecordUnknown("ipv6:%5B2001:db8:0:1::1%5D:40001", t0);
-  brake.RecordUnknown("ipv6:%5B2001:db8:0:1::2%5D:40002", t0);
-  brake.RecordUnknown("ipv6:%5B2001:db8:0:1:dead:beef:0:3%5D:40003", t0);
-  EXPECT_TRUE(brake.Braked("ipv6:%5B2001:db8:0:1::4%5D:40004", t0))
-      << "a fourth address of the /64 is braked too";
-  EXPECT_FALSE(brake.Braked("ipv6:%5B2001:db8:0:2::1%5D:40001", t0)) << "another /64 is not";
-  EXPECT_EQ(brake.tracked(), 1u);
+  for (int i = 0; i < 3; ++i) brake.RecordUnknown("ipv6:%5B2001:db8:0:1::1%5D:40001", t0);
+  EXPECT_TRUE(brake.Braked("ipv6:%5B2001:db8:0:1::1%5D:40009", t0)) << "the guessing address";
+  EXPECT_FALSE(brake.Braked("ipv6:%5B2001:db8:0:1::2%5D:40002", t0))
+      << "a neighbour in its /64 that guessed nothing";
+  // Nine more, each from another address of the /64, two or fewer each.
+  for (int i = 0; i < 9; ++i) {
+    brake.RecordUnknown(absl::StrCat("ipv6:[2001:db8:0:1::", 100 + i / 2, "]:5000"), t0);
+  }
+  EXPECT_TRUE(brake.Braked("ipv6:%5B2001:db8:0:1:dead:beef:0:7%5D:40007", t0))
+      << "the /64 as a whole";
+  EXPECT_FALSE(brake.Braked("ipv6:%5B2001:db8:0:2::1%5D:40001", t0)) << "the next /64";
 
-  // IPv4, mapped or not, is one count per address.
-  brake.RecordUnknown("ipv4:10.0.0.1:40001", t0);
-  brake.RecordUnknown("ipv6:%5B::ffff:10.0.0.1%5D:40002", t0);
-  brake.RecordUnknown("ipv4:10.0.0.1:40003", t0);
-  EXPECT_TRUE(brake.Braked("ipv6:[::ffff:10.0.0.1]:40004", t0));
-  EXPECT_TRUE(brake.Braked("ipv4:10.0.0.1:40005", t0));
-  EXPECT_FALSE(brake.Braked("ipv4:10.0.0.2:40001", t0));
+  for (int i = 0; i < 3; ++i) brake.RecordUnknown("ipv4:10.0.0.7:5000", t0);
+  EXPECT_TRUE(brake.Braked("ipv6:%5B::ffff:10.0.0.7%5D:6000", t0)) << "IPv4-mapped";
+  EXPECT_FALSE(brake.Braked("ipv4:10.0.0.8:5000", t0));
 }
 
 TEST_P(BearerTokenTest, AnUnreadableFileKeepsTheTokensLoadedBefore) {
