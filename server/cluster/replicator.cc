@@ -444,6 +444,7 @@ void Replicator::CoordinateLoop() {
   // and a new node takes hundreds of small moves.
   const absl::Duration moving_tick = std::max(tick / 3, absl::Milliseconds(50));
   bool moving = false;
+  absl::Time balanced_at = absl::InfinitePast();
   while (true) {
     {
       absl::MutexLock lock(&stop_mu_);
@@ -458,7 +459,12 @@ void Replicator::CoordinateLoop() {
     ClearCaughtUpLearners();
     TrimLogs();
     moving = AdvanceMoves();
-    if (!handing_off_.load()) BalanceLeaders();
+    // Hand-backs at most once a tick, however often the passes come: its
+    // budget of shards per pass is a pace.
+    if (!handing_off_.load() && absl::Now() - balanced_at >= tick) {
+      balanced_at = absl::Now();
+      BalanceLeaders();
+    }
   }
 }
 

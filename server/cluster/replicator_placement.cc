@@ -179,7 +179,6 @@ absl::Status Replicator::SetDraining(uint32_t node, bool draining) {
 bool Replicator::AdvanceMoves() {
   const absl::Time now = absl::Now();
   const absl::Duration tick = Tick(options_.lease_ttl);
-  bool stepped = false;
   bool under_way = false;
   for (auto& shard_ptr : shards_) {
     Shard* shard = shard_ptr.get();
@@ -274,12 +273,9 @@ bool Replicator::AdvanceMoves() {
     if (!changed.ok() || !*changed) continue;
     LogEvent(step == core::MoveStep::kRollBack ? spdlog::level::warn : spdlog::level::info, done,
              {{"shard", absl::StrCat(s)}, {"from", absl::StrCat(from)}, {"to", absl::StrCat(to)}});
-    stepped = true;
   }
-  // Taken at once rather than at the next read: once for every shard that
-  // stepped, since a read of the whole cluster's state costs as much for
-  // one as for all (no shard is looked at twice in this pass).
-  if (stepped) ReadLeadership();
+  // What the steps changed is read at the next pass, which comes within a
+  // third of a tick while a shard moves.
   return under_way;
 }
 

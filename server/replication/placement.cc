@@ -188,13 +188,15 @@ std::vector<PlannedMove> PlanBalance(const std::vector<ShardPlacement>& shards,
           for (uint32_t s = 0; s < shards.size(); ++s) {
             const ShardPlacement& shard = shards[s];
             if (shard.moving || planned.count(s) || !Holds(shard.voters, full->second) ||
-                HoldsAny(shard, empty->second) ||
-                DistinctZones(Replaced(shard.voters, full->second, empty->second), zones) <
-                    DistinctZones(shard.voters, zones)) {
+                HoldsAny(shard, empty->second)) {
               continue;
             }
             const bool first = shard.voters.front() == full->second;
             if (pass == 0 && first != take_first) continue;
+            if (DistinctZones(Replaced(shard.voters, full->second, empty->second), zones) <
+                DistinctZones(shard.voters, zones)) {
+              continue;
+            }
             moves.push_back({s, full->second, empty->second});
             --counts[full->second];
             ++counts[empty->second];
