@@ -2,6 +2,7 @@
 
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,7 +17,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "storage/thread_name.h"
 
 namespace dedup::server {
 namespace {
@@ -87,18 +87,50 @@ int BoundPort(int fd) {
   return 0;
 }
 
-// Where a request head ends, or npos while it is incomplete.
-size_t HeadEnd(const std::string& in) {
-  const size_t crlf = in.find("\r\n\r\n");
-  return crlf != std::string::npos ? crlf : in.find("\n\n");
+}  // namespace
+
+size_t HttpRequestReader::Wanted() const { return max_head_bytes_ - received_.size(); }
+
+HttpRequestReader::State HttpRequestReader::Add(absl::string_view bytes) {
+  // Only the new bytes, and the 3 before them, can hold the blank line.
+  const size_t from = received_.size() < 3 ? 0 : received_.size() - 3;
+  received_.append(bytes.data(), bytes.size());
+  // The first blank line, whether lines end with "\r\n" or "\n".
+  head_end_ = std::min(received_.find("\r\n\r\n", from), received_.find("\n\n", from));
+  if (head_end_ != std::string::npos) return State::kComplete;
+  return received_.size() >= max_head_bytes_ ? State::kTooLarge : State::kReading;
 }
 
-}  // namespace
+HttpResponse AnswerHttpRequest(absl::string_view head,
+                               const std::map<std::string, HttpHandler>& routes, bool* head_only) {
+  const absl::string_view request_line = head.substr(0, head.find_first_of("\r\n"));
+  const std::vector<absl::string_view> parts = absl::StrSplit(request_line, ' ');
+  if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/1.")) {
+    return {400, "text/plain; charset=utf-8", "bad request\n"};
+  }
+  const absl::string_view path = parts[1].substr(0, parts[1].find('?'));
+  auto it = routes.find(std::string(path));
+  if (it == routes.end()) return {404, "text/plain; charset=utf-8", "not found\n"};
+  if (parts[0] != "GET" && parts[0] != "HEAD") {
+    return {405, "text/plain; charset=utf-8", "GET only\n"};
+  }
+  *head_only = parts[0] == "HEAD";
+  return it->second();
+}
+
+std::string RenderHttpResponse(const HttpResponse& response, bool head_only) {
+  std::string out = absl::StrCat("HTTP/1.1 ", response.code, " ", ReasonPhrase(response.code),
+                                 "\r\nContent-Type: ", response.content_type,
+                                 "\r\nContent-Length: ", response.body.size(),
+                                 "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n");
+  if (!head_only) out += response.body;
+  return out;
+}
 
 struct HttpEndpoint::Connection {
   int fd;
   SteadyTime deadline;
-  std::string in;
+  HttpRequestReader request;
   std::string out;
   size_t sent = 0;
   bool writing = false;
@@ -120,7 +152,8 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   }
   HttpEndpoint* raw = endpoint.get();
   endpoint->thread_ = std::thread([raw] {
-    storage::NameThisThread("http");
+    // As storage::NameThisThread would, without linking storage.
+    pthread_setname_np(pthread_self(), "http");
     raw->Run();
   });
   return endpoint;
@@ -199,8 +232,9 @@ void HttpEndpoint::Run() {
           close(connections.front().fd);
           connections.erase(connections.begin());
         }
-        connections.push_back(Connection{
-            fd, now + absl::ToChronoNanoseconds(options_.request_deadline), "", "", 0, false});
+        connections.push_back(
+            Connection{fd, now + absl::ToChronoNanoseconds(options_.request_deadline),
+                       HttpRequestReader(options_.max_request_bytes), "", 0, false});
       }
     }
   }
@@ -210,22 +244,22 @@ void HttpEndpoint::Run() {
 bool HttpEndpoint::OnReadable(Connection& connection) {
   char buffer[4096];
   for (;;) {
-    const ssize_t n = recv(connection.fd, buffer, sizeof(buffer), 0);
+    const size_t wanted = std::min(sizeof(buffer), connection.request.Wanted());
+    if (wanted == 0) return false;
+    const ssize_t n = recv(connection.fd, buffer, wanted, 0);
     if (n == 0) return false;
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-    connection.in.append(buffer, static_cast<size_t>(n));
-    const size_t end = HeadEnd(connection.in);
-    if (end == std::string::npos) {
-      if (connection.in.size() > options_.max_request_bytes) return false;
-      continue;
+    switch (connection.request.Add(absl::string_view(buffer, static_cast<size_t>(n)))) {
+      case HttpRequestReader::State::kReading:
+        continue;
+      case HttpRequestReader::State::kTooLarge:
+        return false;
+      case HttpRequestReader::State::kComplete:
+        break;
     }
     bool head_only = false;
-    const HttpResponse response = Answer(connection.in.substr(0, end), &head_only);
-    connection.out = absl::StrCat("HTTP/1.1 ", response.code, " ", ReasonPhrase(response.code),
-                                  "\r\nContent-Type: ", response.content_type,
-                                  "\r\nContent-Length: ", response.body.size(),
-                                  "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n");
-    if (!head_only) connection.out += response.body;
+    const HttpResponse response = AnswerHttpRequest(connection.request.head(), routes_, &head_only);
+    connection.out = RenderHttpResponse(response, head_only);
     connection.writing = true;
     return OnWritable(connection);
   }
@@ -239,22 +273,6 @@ bool HttpEndpoint::OnWritable(Connection& connection) {
     connection.sent += static_cast<size_t>(n);
   }
   return false;  // Answered in full.
-}
-
-HttpResponse HttpEndpoint::Answer(const std::string& head, bool* head_only) const {
-  const std::string request_line = head.substr(0, head.find_first_of("\r\n"));
-  const std::vector<absl::string_view> parts = absl::StrSplit(request_line, ' ');
-  if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/1.")) {
-    return {400, "text/plain; charset=utf-8", "bad request\n"};
-  }
-  const absl::string_view path = parts[1].substr(0, parts[1].find('?'));
-  auto it = routes_.find(std::string(path));
-  if (it == routes_.end()) return {404, "text/plain; charset=utf-8", "not found\n"};
-  if (parts[0] != "GET" && parts[0] != "HEAD") {
-    return {405, "text/plain; charset=utf-8", "GET only\n"};
-  }
-  *head_only = parts[0] == "HEAD";
-  return it->second();
 }
 
 }  // namespace dedup::server

@@ -154,5 +154,63 @@ TEST(HttpEndpointTest, WhenEverySlotIsTakenTheOldestConnectionMakesRoom) {
   for (int fd : slow) close(fd);
 }
 
+TEST(HttpEndpointTest, AHeadLongerThanTheLimitIsClosedUnanswered) {
+  HttpEndpoint::Options options;
+  options.max_request_bytes = 64;
+  auto endpoint = HttpEndpoint::Start("127.0.0.1:0",
+                                      {{"/healthz",
+                                        [] {
+                                          return HttpResponse{200, "text/plain", "ok\n"};
+                                        }}},
+                                      options);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  // 65 bytes with the blank line, sent at once: read together, it still
+  // ends a byte past the limit.
+  const std::string request =
+      absl::StrCat("GET /healthz HTTP/1.1\r\nX-Pad: ", std::string(31, 'a'), "\r\n\r\n");
+  ASSERT_EQ(request.size(), 65u);
+  const int fd = ConnectLoopback((*endpoint)->port());
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, request.data(), request.size()), 65);
+  char buffer[256];
+  pollfd readable{fd, POLLIN, 0};
+  ASSERT_EQ(poll(&readable, 1, 2000), 1);
+  EXPECT_LE(read(fd, buffer, sizeof(buffer)), 0);  // Closed (or reset), no answer.
+  close(fd);
+  EXPECT_EQ(StatusLineWithin((*endpoint)->port(), "/healthz", std::chrono::seconds(1)),
+            "HTTP/1.1 200 OK");
+}
+
+TEST(HttpRequestReaderTest, AHeadThatEndsExactlyAtTheLimitIsComplete) {
+  HttpRequestReader reader(16);
+  EXPECT_EQ(reader.Wanted(), 16u);
+  EXPECT_EQ(reader.Add("GET / HTTP/1.1"), HttpRequestReader::State::kReading);
+  EXPECT_EQ(reader.Wanted(), 2u);
+  EXPECT_EQ(reader.Add("\n\n"), HttpRequestReader::State::kComplete);
+  EXPECT_EQ(reader.head(), "GET / HTTP/1.1");
+}
+
+TEST(HttpRequestReaderTest, NothingPastTheLimitIsWantedAndAFullReaderRefuses) {
+  HttpRequestReader reader(16);
+  EXPECT_EQ(reader.Add("GET / HTTP/1.1\r\n"), HttpRequestReader::State::kTooLarge);
+  EXPECT_EQ(reader.received(), 16u);
+  EXPECT_EQ(reader.Wanted(), 0u);
+}
+
+TEST(HttpRequestReaderTest, TheHeadEndsAtItsFirstBlankLine) {
+  HttpRequestReader reader(64);
+  // A "\n\n" before a "\r\n\r\n" ends the head, as one after it would.
+  EXPECT_EQ(reader.Add("GET /a HTTP/1.1\n\nGET /b HTTP/1.1\r\n\r\n"),
+            HttpRequestReader::State::kComplete);
+  EXPECT_EQ(reader.head(), "GET /a HTTP/1.1");
+}
+
+TEST(HttpRequestReaderTest, ABlankLineSplitAcrossReadsEndsTheHead) {
+  HttpRequestReader reader(64);
+  EXPECT_EQ(reader.Add("GET /a HTTP/1.1\r\n\r"), HttpRequestReader::State::kReading);
+  EXPECT_EQ(reader.Add("\nignored"), HttpRequestReader::State::kComplete);
+  EXPECT_EQ(reader.head(), "GET /a HTTP/1.1");
+}
+
 }  // namespace
 }  // namespace dedup::server::test
