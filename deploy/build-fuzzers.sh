@@ -6,7 +6,8 @@
 #   deploy/build-fuzzers.sh                 configure if needed, build, replay the corpora
 #   deploy/build-fuzzers.sh --build-only    configure if needed and build
 #   deploy/build-fuzzers.sh --fuzz NAME [libFuzzer flags]
-#        fuzz one harness, e.g. --fuzz fuzz_record_codec -runs=10000000. New
+#        build only harness NAME and fuzz it, e.g.
+#        --fuzz fuzz_record_codec -runs=10000000. New
 #        inputs go to build-fuzz/corpus/NAME (seeded from the committed corpus),
 #        and a crash to build-fuzz/crash-*; add a reproducer to
 #        tests/fuzz/corpus/NAME/ once it is fixed. tests/fuzz/NAME.dict, if
@@ -22,7 +23,9 @@ if [ ! -f "$build_dir/build.ninja" ]; then
     -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -g -fsanitize=fuzzer-no-link $sanitize" \
     -DCMAKE_EXE_LINKER_FLAGS="$sanitize" -DDEDUP_WERROR=ON -DDEDUP_BUILD_FUZZERS=ON
 fi
-cmake --build "$build_dir" --parallel "$(nproc)" --target dedup_fuzzers
+target=dedup_fuzzers
+[ "${1:-}" = --fuzz ] && target="${2:?usage: $0 --fuzz NAME [libFuzzer flags]}"
+cmake --build "$build_dir" --parallel "$(nproc)" --target "$target"
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
