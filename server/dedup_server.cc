@@ -27,8 +27,11 @@ int ClampToInt(int64_t value) {
   return static_cast<int>(std::min<int64_t>(value, std::numeric_limits<int>::max()));
 }
 
-// Message sizes, streams per connection, keepalive and the handshake
-// timeout (design.md §10).
+// gRPC's read-ahead window per call (below).
+constexpr int kStreamLookaheadBytes = 1 << 20;
+
+// Message sizes, streams per connection, keepalive, the handshake timeout
+// and the read-ahead window (design.md §10).
 void ApplyTransportLimits(const ServerLimits& limits, grpc::ServerBuilder* builder) {
   builder->SetMaxReceiveMessageSize(ClampToInt(limits.max_receive_message_bytes));
   builder->SetMaxSendMessageSize(ClampToInt(limits.max_send_message_bytes));
@@ -45,6 +48,14 @@ void ApplyTransportLimits(const ServerLimits& limits, grpc::ServerBuilder* build
   // the client's HTTP/2 preface and SETTINGS have arrived within this.
   builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                               ClampToInt(limits.handshake_timeout_ms));
+  // What gRPC reads ahead of a call that is not reading: a Stream paused by
+  // its budget (stream_reactor.h) holds at most this of requests in gRPC's
+  // buffers. gRPC's own growth of the window (BDP probing) is off: it let
+  // a paused Stream's requests pile up by gigabytes, 128 unread Streams
+  // taking 4.9 GiB. A request of the 4 MiB maximum then needs four window
+  // updates, one round trip each.
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamLookaheadBytes);
   if (limits.max_connection_age_ms > 0) {
     builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
                                 ClampToInt(limits.max_connection_age_ms));
@@ -124,6 +135,9 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
       RequestTranslator(settings.policies, settings.max_key_bytes, replicated ? nullptr : shards),
       settings.limits, settings.execution);
   if (replicated) server->service_->SetReplicator(server->replicator_.get());
+  server->memory_release_ =
+      std::make_unique<MemoryRelease>(AllocatorRelease(), MemoryRelease::Options());
+  server->service_->SetMemoryRelease(server->memory_release_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -13,6 +13,7 @@
 #include "server/cluster/replicator.h"
 #include "server/dedup_service.h"
 #include "server/http_endpoint.h"
+#include "server/memory_release.h"
 #include "server/metrics.h"
 #include "server/process_metrics.h"
 #include "server/server_settings.h"
@@ -99,6 +100,8 @@ class DedupServer {
   // Replicated: the followers' Ship calls that may wait for a disk
   // (replication_service.h).
   std::unique_ptr<WorkerPool> replication_pool_;
+  // Before service_, which notes freed answers to it.
+  std::unique_ptr<MemoryRelease> memory_release_;
   std::unique_ptr<DedupService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<StorageMonitor> monitor_;

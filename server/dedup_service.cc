@@ -319,6 +319,12 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
           return;
         }
         const std::string ns = ExecuteBatch(*request, caller, response);
+        // gRPC frees the answer once it is sent.
+        if (memory_release_ != nullptr) {
+          if (const uint64_t bytes = response->ByteSizeLong(); bytes >= kLargeAnswerBytes) {
+            memory_release_->Freed(bytes);
+          }
+        }
         FinishAfterSync(grpc::Status::OK,
                         [finish, ns](const grpc::Status& status) { finish(ns, status); });
       });

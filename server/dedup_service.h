@@ -9,6 +9,7 @@
 #include "server/authorization.h"
 #include "server/cluster/replicator.h"
 #include "server/limits.h"
+#include "server/memory_release.h"
 #include "server/metrics.h"
 #include "server/request_translator.h"
 #include "server/server_settings.h"
@@ -43,6 +44,11 @@ class DedupService final : public v1::Dedup::CallbackService {
   // Makes Topology name each shard's leader (a replicated cluster). Call
   // before serving; `replicator` must outlive the service.
   void SetReplicator(cluster::Replicator* replicator) { replicator_ = replicator; }
+  // Where Streams and Batches note the large answers they free (see
+  // memory_release.h). Call before serving; `release` must outlive the
+  // service.
+  void SetMemoryRelease(MemoryRelease* release) { memory_release_ = release; }
+  MemoryRelease* memory_release() const { return memory_release_; }
 
   grpc::ServerUnaryReactor* Claim(grpc::CallbackServerContext* context,
                                   const v1::ClaimRequest* request,
@@ -141,6 +147,7 @@ class DedupService final : public v1::Dedup::CallbackService {
   const std::shared_ptr<const ShardMap> shards_;
   // Set in a replicated cluster: who leads which shard.
   cluster::Replicator* replicator_ = nullptr;
+  MemoryRelease* memory_release_ = nullptr;
   const RequestTranslator translator_;
   const ServerLimits limits_;
   const Execution execution_;

@@ -30,8 +30,10 @@ struct ServerLimits {
   // Batches of one Stream read and not yet answered (running, or waiting
   // to be written); reading stops at this many.
   uint32_t max_stream_batches = 16;
-  // Answer bytes of one Stream waiting to be written to a client that
-  // reads slowly; reading stops above this.
+  // Bytes one Stream may hold before it stops reading: requests read and
+  // not yet answered, answers waiting for a client that reads slowly, and
+  // gRPC's encoded copy of the answer being written. The batch read last
+  // can take it over by its request and answer.
   uint32_t max_stream_answer_bytes = 8 << 20;
   // Records one Scan page examines (matching or not) before it yields.
   uint32_t scan_max_examined = 4096;

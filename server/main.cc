@@ -23,6 +23,7 @@
 #include "server/connection_gate.h"
 #include "server/dedup_server.h"
 #include "server/logging.h"
+#include "server/memory_release.h"
 #include "server/server_settings.h"
 #include "spdlog/spdlog.h"
 
@@ -340,6 +341,16 @@ std::optional<int64_t> AllocatorMuzzyDecayMs() {
   return std::nullopt;
 }
 
+// Returns what jemalloc holds free, dirty or lazily freed, to the kernel at
+// once (MADV_DONTNEED), in every arena: MemoryRelease calls it after large
+// answers were freed, which the decay above would leave resident.
+void PurgeAllocator() {
+#ifdef DEDUP_WITH_JEMALLOC
+  static_assert(MALLCTL_ARENAS_ALL == 4096, "the mallctl name below spells it");
+  mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);
+#endif
+}
+
 // The allocator this binary links, for the start-up line.
 std::string AllocatorName() {
 #ifdef DEDUP_WITH_JEMALLOC
@@ -408,6 +419,7 @@ int main(int argc, char** argv) {
   }
   // Before the server starts: its bound on connections follows the limit.
   const uint64_t open_file_limit = dedup::server::RaiseDescriptorLimit();
+  dedup::server::SetAllocatorRelease(PurgeAllocator);
   absl::StatusOr<std::unique_ptr<dedup::server::DedupServer>> server =
       dedup::server::DedupServer::Start(*settings);
   if (!server.ok()) {

@@ -24,8 +24,18 @@ StreamReactor::StreamReactor(DedupService* service, absl::StatusOr<Caller> calle
   StartRead(&request_);
 }
 
+uint64_t StreamReactor::HeldBytes() const {
+  return in_flight_bytes_ + outbox_bytes_ + (writing_ ? outbox_sizes_.front() : 0);
+}
+
 bool StreamReactor::UnderBudget() const {
-  return in_flight_ + outbox_.size() < max_batches_ && outbox_bytes_ <= max_answer_bytes_;
+  return in_flight_ + outbox_.size() < max_batches_ && HeldBytes() <= max_answer_bytes_;
+}
+
+void StreamReactor::NoteFreed(uint64_t bytes) {
+  if (bytes >= kLargeAnswerBytes && service_->memory_release() != nullptr) {
+    service_->memory_release()->Freed(bytes);
+  }
 }
 
 bool StreamReactor::ResumeReading() {
@@ -48,6 +58,7 @@ void StreamReactor::OnReadDone(bool ok) {
   // request_.
   v1::BatchRequest request = std::move(request_);
   request_.Clear();
+  const uint64_t request_bytes = request.ByteSizeLong();
   absl::Status size = service_->auth()->Recheck(caller_);
   if (size.ok()) size = CheckBatchSize(request);
   if (!size.ok()) {
@@ -63,22 +74,24 @@ void StreamReactor::OnReadDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     ++in_flight_;
+    in_flight_bytes_ += request_bytes;
     read_more = UnderBudget();
     reading_paused_ = !read_more;
   }
   const RequestStart start = NowForLatency();
   service_->metrics()->RequestStarted();
   const grpc::Status queued =
-      service_->Submit(caller_, [this, start, request = std::move(request)] {
+      service_->Submit(caller_, [this, start, request_bytes, request = std::move(request)] {
         v1::BatchResponse response;
         const std::string ns = service_->ExecuteBatch(request, caller_, &response);
-        auto answer = [this, start, ns](v1::BatchResponse response, const absl::Status& synced) {
+        auto answer = [this, start, ns, request_bytes](v1::BatchResponse response,
+                                                       const absl::Status& synced) {
           const grpc::Status status = synced.ok() ? grpc::Status::OK : ToGrpcStatus(synced);
           service_->RecordRequest(Method::kStream, ns, start, status);
           if (status.ok()) {
-            Answer(std::move(response));
+            Answer(std::move(response), request_bytes);
           } else {
-            Fail(status);
+            Fail(status, request_bytes);
           }
         };
         if (!service_->store()->SyncsInGroups()) {
@@ -98,6 +111,7 @@ void StreamReactor::OnReadDone(bool ok) {
     {
       absl::MutexLock lock(&mu_);
       --in_flight_;
+      in_flight_bytes_ -= request_bytes;
       reads_done_ = true;
       if (final_status_.ok()) final_status_ = queued;
     }
@@ -107,7 +121,7 @@ void StreamReactor::OnReadDone(bool ok) {
   if (read_more) StartRead(&request_);
 }
 
-void StreamReactor::Answer(v1::BatchResponse response) {
+void StreamReactor::Answer(v1::BatchResponse response, uint64_t request_bytes) {
   const v1::BatchResponse* to_write = nullptr;
   bool resume_reading = false;
   bool finish = false;
@@ -115,6 +129,7 @@ void StreamReactor::Answer(v1::BatchResponse response) {
   {
     absl::MutexLock lock(&mu_);
     --in_flight_;
+    in_flight_bytes_ -= request_bytes;
     if (!broken_) {
       const uint64_t bytes = response.ByteSizeLong();
       outbox_.push_back(std::move(response));
@@ -139,12 +154,13 @@ void StreamReactor::Answer(v1::BatchResponse response) {
   if (finish) Finish(status);
 }
 
-void StreamReactor::Fail(const grpc::Status& status) {
+void StreamReactor::Fail(const grpc::Status& status, uint64_t request_bytes) {
   bool finish = false;
   grpc::Status final_status;
   {
     absl::MutexLock lock(&mu_);
     --in_flight_;
+    in_flight_bytes_ -= request_bytes;
     reads_done_ = true;
     if (final_status_.ok()) final_status_ = status;
     finish = TakeFinish();
@@ -160,15 +176,18 @@ void StreamReactor::OnWriteDone(bool ok) {
   bool resume_reading = false;
   bool finish = false;
   grpc::Status status;
+  uint64_t freed = 0;
   {
     absl::MutexLock lock(&mu_);
     outbox_.pop_front();
-    outbox_bytes_ -= outbox_sizes_.front();
+    freed = outbox_sizes_.front();
+    outbox_bytes_ -= freed;
     outbox_sizes_.pop_front();
     if (!ok) {
       broken_ = true;
       outbox_.clear();
       outbox_sizes_.clear();
+      freed += outbox_bytes_;
       outbox_bytes_ = 0;
     }
     if (!outbox_.empty()) {
@@ -180,6 +199,8 @@ void StreamReactor::OnWriteDone(bool ok) {
     finish = TakeFinish();
     status = final_status_;
   }
+  // Before the calls below: once they are made the reactor may be gone.
+  NoteFreed(freed);
   if (to_write != nullptr) StartWrite(to_write);
   if (resume_reading) StartRead(&request_);
   if (finish) Finish(status);

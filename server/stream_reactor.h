@@ -18,9 +18,11 @@ class DedupService;
 // each answer as soon as it is ready (so answers may overtake each other;
 // batch_id tells them apart). Backpressure, not buffering: reading pauses
 // while limits().max_stream_batches batches are unanswered (running or
-// waiting to be written) or while more than max_stream_answer_bytes of
-// answers wait for a client that reads slowly, so neither a fast writer
-// nor a client that never reads can make the server hold more. Deletes
+// waiting to be written) or while the call holds more than
+// max_stream_answer_bytes (requests read and not yet answered, answers
+// waiting for a client that reads slowly, and gRPC's encoded copy of the
+// one being written), so neither a fast writer nor a client that never
+// reads can make the server hold more than that and one batch. Deletes
 // itself in OnDone, which gRPC calls only after Finish, and Finish comes
 // only once no batch is running.
 //
@@ -45,10 +47,12 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
  private:
   // Called from a worker, or inline from OnReadDone, when a batch's answer
   // is ready.
-  void Answer(v1::BatchResponse response);
+  // `request_bytes`: the size of the batch's request, counted since it was
+  // read.
+  void Answer(v1::BatchResponse response, uint64_t request_bytes);
   // Instead of Answer, for a batch whose answer must not be sent: ends the
   // call with `status` once what is already answered is written.
-  void Fail(const grpc::Status& status);
+  void Fail(const grpc::Status& status, uint64_t request_bytes);
   // Whether the call is due to finish: reads are over and nothing runs or
   // waits to be written. The first caller that sees it due gets true (and
   // must call Finish(final_status_ as read here) after unlocking); every
@@ -58,8 +62,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
   // only after a reaction has returned, so the reactor outlives the call.
   // A worker thread has no such guarantee (see Answer).
   void MaybeFinish();
+  // What the call holds now: requests in flight, answers waiting, and the
+  // encoded copy of the one being written.
+  uint64_t HeldBytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether another batch may be read now.
   bool UnderBudget() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the service's MemoryRelease of a large answer freed.
+  void NoteFreed(uint64_t bytes);
+
   // Takes reading up again if it paused and the budget allows it; returns
   // whether the caller must StartRead.
   bool ResumeReading() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -76,6 +86,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
   uint64_t outbox_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<uint64_t> outbox_sizes_ ABSL_GUARDED_BY(mu_);  // Bytes of each outbox_ entry.
   uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // Requests of in_flight_.
   bool reading_paused_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

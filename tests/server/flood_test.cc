@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/memory_release.h"
 #include "tests/server/test_server.h"
 
 namespace dedup::server::test {
@@ -174,6 +176,31 @@ TEST_F(FloodTest, ParallelBigBatchesAnswerResourceExhaustedWhereTheCapBitesAndSt
   }
   EXPECT_LE(peak, kParallelRssBoundBytes) << "MiB of growth: " << (peak >> 20);
   std::cout << "parallel batches: peak growth " << (peak >> 20) << " MiB\n";
+}
+
+TEST(MemoryReleaseTest, ReleasesOnceEnoughWasFreedAndNotBefore) {
+  std::atomic<int> calls{0};
+  MemoryRelease release([&] { ++calls; }, {/*threshold=*/1000, absl::Milliseconds(1)});
+  release.Freed(999);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(calls.load(), 0);
+  release.Freed(1);
+  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(5);
+  while (calls.load() < 1 && Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(calls.load(), 1);
+  // What was noted is counted from the release on.
+  release.Freed(999);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(release.releases(), 1u);
+}
+
+TEST(MemoryReleaseTest, WithoutAReleaseNothingRuns) {
+  MemoryRelease release(nullptr, {});
+  release.Freed(uint64_t{1} << 40);
+  EXPECT_EQ(release.releases(), 0u);
 }
 
 }  // namespace
