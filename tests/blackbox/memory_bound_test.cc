@@ -76,6 +76,30 @@ int64_t PeakOver(pid_t pid, milliseconds window) {
   return peak;
 }
 
+// Claims and completes the record whose result every Query below reads.
+void StoreTheBigRecord(DedupClient& client) {
+  v1::ClaimResponse claim;
+  ASSERT_TRUE(client.Claim(kNamespace, kBigKey, "worker", {}, &claim).ok());
+  ASSERT_EQ(claim.outcome(), v1::ClaimResponse::ACQUIRED);
+  v1::CompleteResponse complete;
+  ASSERT_TRUE(
+      client.Complete(kNamespace, kBigKey, claim.token(), std::string(kResultBytes, 'r'), &complete)
+          .ok());
+  ASSERT_EQ(complete.outcome(), v1::CompleteResponse::OK);
+}
+
+// 100 Queries of the big record: 47 records fill an answer
+// (max_batch_answer_bytes), the others are refused in it.
+v1::BatchRequest QueriesOfTheBigRecord() {
+  v1::BatchRequest batch;
+  for (int i = 0; i < 100; ++i) {
+    v1::QueryRequest* query = batch.add_operations()->mutable_query();
+    query->set_namespace_(kNamespace);
+    query->set_key(kBigKey);
+  }
+  return batch;
+}
+
 // A Stream that writes batches of Queries of the big record, each answer
 // reaching max_batch_answer_bytes, and never reads.
 struct UnreadStream {
@@ -92,26 +116,8 @@ TEST(StreamMemoryTest, EveryStreamSlotUnreadStaysWithinTheStatedBoundAndIsGivenB
   ASSERT_TRUE(server.ok()) << server.status();
   const pid_t pid = (*server)->process().pid();
 
-  v1::ClaimResponse claim;
-  ASSERT_TRUE((*server)->client().Claim(kNamespace, kBigKey, "worker", {}, &claim).ok());
-  ASSERT_EQ(claim.outcome(), v1::ClaimResponse::ACQUIRED);
-  v1::CompleteResponse complete;
-  ASSERT_TRUE(
-      (*server)
-          ->client()
-          .Complete(kNamespace, kBigKey, claim.token(), std::string(kResultBytes, 'r'), &complete)
-          .ok());
-  ASSERT_EQ(complete.outcome(), v1::CompleteResponse::OK);
-
-  // As many Queries as a batch may hold: 47 records fill an answer, the
-  // others are refused in it, and the few writes that fill gRPC's
-  // read-ahead of each call are quick.
-  v1::BatchRequest batch;
-  for (int i = 0; i < 100; ++i) {
-    v1::QueryRequest* query = batch.add_operations()->mutable_query();
-    query->set_namespace_(kNamespace);
-    query->set_key(kBigKey);
-  }
+  ASSERT_NO_FATAL_FAILURE(StoreTheBigRecord((*server)->client()));
+  const v1::BatchRequest batch = QueriesOfTheBigRecord();
   // Connections of their own (gRPC would share one otherwise), each under
   // limits.max_concurrent_streams.
   std::vector<std::unique_ptr<v1::Dedup::Stub>> stubs;
@@ -215,20 +221,8 @@ TEST(StreamMemoryTest, APausedStreamTakesOnlyItsReadAheadOfRequests) {
   absl::StatusOr<std::unique_ptr<ServingDedupd>> server =
       ServingDedupd::Start(dir.path(), dir.Sub("data"));
   ASSERT_TRUE(server.ok()) << server.status();
-  v1::ClaimResponse claim;
-  ASSERT_TRUE((*server)->client().Claim(kNamespace, kBigKey, "worker", {}, &claim).ok());
-  v1::CompleteResponse complete;
-  ASSERT_TRUE(
-      (*server)
-          ->client()
-          .Complete(kNamespace, kBigKey, claim.token(), std::string(kResultBytes, 'r'), &complete)
-          .ok());
-  v1::BatchRequest batch;
-  for (int i = 0; i < 100; ++i) {
-    v1::QueryRequest* query = batch.add_operations()->mutable_query();
-    query->set_namespace_(kNamespace);
-    query->set_key(kBigKey);
-  }
+  ASSERT_NO_FATAL_FAILURE(StoreTheBigRecord((*server)->client()));
+  const v1::BatchRequest batch = QueriesOfTheBigRecord();
   // A client with gRPC's defaults, which never reads.
   auto stub = v1::Dedup::NewStub((*server)->channel());
   UnreadStream open;
