@@ -3,6 +3,10 @@
 // another identity is still served. The latency the other identity sees is
 // printed beside its latency on an idle server; timing is a goal, not an
 // assertion.
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -82,8 +86,20 @@ class TenantFairnessTest : public ServerTest {
   }
 
   grpc::Status ClaimAs(const char* token, const std::string& key) {
+    return ClaimAs(stub(), token, key);
+  }
+  static grpc::Status ClaimAs(v1::Dedup::Stub& stub, const char* token, const std::string& key) {
     v1::ClaimResponse response;
-    return stub().Claim(ContextOf(token).get(), ClaimOf(kNs, key, "w"), &response);
+    return stub.Claim(ContextOf(token).get(), ClaimOf(kNs, key, "w"), &response);
+  }
+  // A client on a connection of its own, as another tenant's process has
+  // (the channel argument keeps gRPC from sharing the test's connection).
+  std::unique_ptr<v1::Dedup::Stub> OwnConnection() {
+    grpc::ChannelArguments args;
+    args.SetInt("dedup.test.own_connection", 1);
+    return v1::Dedup::NewStub(
+        grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server_->server().port()),
+                                  grpc::InsecureChannelCredentials(), args));
   }
 
   struct OpenStream {
@@ -195,8 +211,11 @@ double ClaimP99(const std::function<grpc::Status(int)>& claim, int calls) {
 
 TEST_F(TenantLoadTest, AnotherIdentityIsServedWhileOneHoldsItsLimits) {
   constexpr int kCalls = 300;
+  // B has a connection of its own, as a tenant's client would: on A's,
+  // its calls would wait behind A's Batches in one TCP stream.
+  std::unique_ptr<v1::Dedup::Stub> b = OwnConnection();
   const double idle_p99 =
-      ClaimP99([&](int i) { return ClaimAs(kTokenB, absl::StrCat("idle-", i)); }, kCalls);
+      ClaimP99([&](int i) { return ClaimAs(*b, kTokenB, absl::StrCat("idle-", i)); }, kCalls);
 
   // A holds all its Streams and keeps more Batches coming than its share.
   std::vector<OpenStream> held(4);
@@ -206,6 +225,11 @@ TEST_F(TenantLoadTest, AnotherIdentityIsServedWhileOneHoldsItsLimits) {
   std::vector<std::thread> flood;
   for (int t = 0; t < 8; ++t) {
     flood.emplace_back([&, t] {
+      // A's client runs at the lowest priority: in production it is on
+      // machines of its own, and what is measured is what A's admitted
+      // and refused calls cost the server, not A's own CPU on the
+      // test's two shared cores.
+      setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
       for (int round = 0; !stop.load(); ++round) {
         v1::BatchRequest batch;
         for (int i = 0; i < 100; ++i) {
@@ -224,7 +248,7 @@ TEST_F(TenantLoadTest, AnotherIdentityIsServedWhileOneHoldsItsLimits) {
   }
   while (a_served.load() < 8) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const double loaded_p99 =
-      ClaimP99([&](int i) { return ClaimAs(kTokenB, absl::StrCat("loaded-", i)); }, kCalls);
+      ClaimP99([&](int i) { return ClaimAs(*b, kTokenB, absl::StrCat("loaded-", i)); }, kCalls);
   stop = true;
   for (std::thread& thread : flood) thread.join();
   for (OpenStream& open : held) Close(&open);
