@@ -15,10 +15,17 @@ if [ "${#files[@]}" -lt 50 ]; then
   echo "check_format: found only ${#files[@]} C++ files under $src; wrong directory?" >&2
   exit 1
 fi
-bad=()
-for f in "${files[@]}"; do
-  clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || bad+=("$f")
-done
+# One clang-format for every file (one per file spent 35 s starting
+# processes). Each line it would change is reported as
+# "FILE:LINE:COL: error: code should be clang-formatted".
+report="$(clang-format --dry-run --Werror "${files[@]}" 2>&1)" && status=0 || status=$?
+mapfile -t bad < <(printf '%s\n' "$report" |
+  sed -nE 's/^(.+):[0-9]+:[0-9]+: error: code should be clang-formatted.*/\1/p' | sort -u)
+if [ "$status" -ne 0 ] && [ "${#bad[@]}" -eq 0 ]; then
+  echo "check_format: clang-format failed:" >&2
+  printf '%s\n' "$report" | head -n 20 >&2
+  exit 1
+fi
 if [ "${#bad[@]}" -ne 0 ]; then
   echo "check_format: ${#bad[@]} of ${#files[@]} files differ from .clang-format:" >&2
   printf '  %s\n' "${bad[@]}" >&2
