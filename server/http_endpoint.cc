@@ -138,6 +138,11 @@ struct HttpEndpoint::Connection {
 
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
     const std::string& listen, std::map<std::string, Handler> routes, Options options) {
+  if (options.max_connections < 1 || options.max_request_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "HTTP endpoint: max_connections and max_request_bytes must be at least 1, got ",
+        options.max_connections, " and ", options.max_request_bytes));
+  }
   std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint(std::move(routes), options));
   endpoint->listen_fd_ = Listen(listen);
   if (endpoint->listen_fd_ < 0) {

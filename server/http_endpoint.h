@@ -99,7 +99,8 @@ class HttpEndpoint {
   };
 
   // Serves `routes` (path → handler) on `listen` ("host:port", the host an
-  // address or a name; port 0 picks one). UNAVAILABLE if it cannot listen.
+  // address or a name; port 0 picks one). UNAVAILABLE if it cannot listen,
+  // INVALID_ARGUMENT if an option is below 1.
   static absl::StatusOr<std::unique_ptr<HttpEndpoint>> Start(const std::string& listen,
                                                              std::map<std::string, Handler> routes,
                                                              Options options);

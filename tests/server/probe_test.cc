@@ -109,15 +109,29 @@ TEST_F(ProbeTest, SixtyFourSlowlorisConnectionsDoNotDelayTheProbes) {
   }
 }
 
+// An endpoint on a port of its own that answers /healthz "ok".
+absl::StatusOr<std::unique_ptr<HttpEndpoint>> StartHealthz(const HttpEndpoint::Options& options) {
+  return HttpEndpoint::Start("127.0.0.1:0",
+                             {{"/healthz",
+                               [] {
+                                 return HttpResponse{200, "text/plain", "ok\n"};
+                               }}},
+                             options);
+}
+
+TEST(HttpEndpointTest, OptionsBelowOneAreRefused) {
+  HttpEndpoint::Options no_connections;
+  no_connections.max_connections = 0;
+  EXPECT_EQ(StartHealthz(no_connections).status().code(), absl::StatusCode::kInvalidArgument);
+  HttpEndpoint::Options no_head;
+  no_head.max_request_bytes = 0;
+  EXPECT_EQ(StartHealthz(no_head).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(HttpEndpointTest, ARequestNotCompleteByItsDeadlineIsClosed) {
   HttpEndpoint::Options options;
   options.request_deadline = absl::Milliseconds(200);
-  auto endpoint = HttpEndpoint::Start("127.0.0.1:0",
-                                      {{"/healthz",
-                                        [] {
-                                          return HttpResponse{200, "text/plain", "ok\n"};
-                                        }}},
-                                      options);
+  auto endpoint = StartHealthz(options);
   ASSERT_TRUE(endpoint.ok()) << endpoint.status();
   const int fd = ConnectLoopback((*endpoint)->port());
   ASSERT_GE(fd, 0);
@@ -135,12 +149,7 @@ TEST(HttpEndpointTest, ARequestNotCompleteByItsDeadlineIsClosed) {
 TEST(HttpEndpointTest, WhenEverySlotIsTakenTheOldestConnectionMakesRoom) {
   HttpEndpoint::Options options;
   options.max_connections = 4;
-  auto endpoint = HttpEndpoint::Start("127.0.0.1:0",
-                                      {{"/healthz",
-                                        [] {
-                                          return HttpResponse{200, "text/plain", "ok\n"};
-                                        }}},
-                                      options);
+  auto endpoint = StartHealthz(options);
   ASSERT_TRUE(endpoint.ok()) << endpoint.status();
   const int port = (*endpoint)->port();
   // Accepted in the order they connected: the first is the oldest.
@@ -157,12 +166,7 @@ TEST(HttpEndpointTest, WhenEverySlotIsTakenTheOldestConnectionMakesRoom) {
 TEST(HttpEndpointTest, AHeadLongerThanTheLimitIsClosedUnanswered) {
   HttpEndpoint::Options options;
   options.max_request_bytes = 64;
-  auto endpoint = HttpEndpoint::Start("127.0.0.1:0",
-                                      {{"/healthz",
-                                        [] {
-                                          return HttpResponse{200, "text/plain", "ok\n"};
-                                        }}},
-                                      options);
+  auto endpoint = StartHealthz(options);
   ASSERT_TRUE(endpoint.ok()) << endpoint.status();
   // 65 bytes with the blank line, sent at once: read together, it still
   // ends a byte past the limit.
