@@ -4,6 +4,8 @@
 #include <map>
 #include <utility>
 
+#include "server/replication/move_rule.h"
+
 namespace dedup::server::replication {
 namespace {
 
@@ -85,12 +87,27 @@ std::vector<uint32_t> InitialVoters(uint32_t shard, uint32_t nodes, uint32_t rep
   return voters;
 }
 
+std::vector<uint32_t> SettledVoters(const ShardPlacement& shard) {
+  if (!shard.moving || shard.move_from < 0 || shard.move_to < 0) return shard.voters;
+  const auto to = static_cast<uint32_t>(shard.move_to);
+  std::vector<uint32_t> voters =
+      VotersAfterRemoval(shard.voters, static_cast<uint32_t>(shard.move_from), to);
+  if (!Holds(voters, to)) voters.push_back(to);
+  return voters;
+}
+
 std::vector<PlannedMove> PlanBalance(const std::vector<ShardPlacement>& shards,
                                      const std::set<uint32_t>& eligible, const Zones& zones) {
+  // Each shard's voters once the move under way (if any) is done: counted
+  // where it comes from, a replica on its way would look like a surplus
+  // there and a lack at its target, and plans made while moves run would
+  // send other replicas after it and back again.
+  std::vector<std::vector<uint32_t>> settled(shards.size());
+  for (size_t s = 0; s < shards.size(); ++s) settled[s] = SettledVoters(shards[s]);
   std::map<uint32_t, uint32_t> counts;  // Voters per eligible node, zero included.
   for (uint32_t node : eligible) counts[node] = 0;
-  for (const ShardPlacement& shard : shards) {
-    for (uint32_t node : shard.voters) {
+  for (const std::vector<uint32_t>& voters : settled) {
+    for (uint32_t node : voters) {
       if (counts.count(node)) ++counts[node];
     }
   }
@@ -160,10 +177,8 @@ std::vector<PlannedMove> PlanBalance(const std::vector<ShardPlacement>& shards,
   // voters, so moving a first voter moves a shard's leadership too.
   std::map<uint32_t, uint32_t> firsts;
   for (uint32_t node : eligible) firsts[node] = 0;
-  for (const ShardPlacement& shard : shards) {
-    if (!shard.voters.empty() && firsts.count(shard.voters.front())) {
-      ++firsts[shard.voters.front()];
-    }
+  for (const std::vector<uint32_t>& voters : settled) {
+    if (!voters.empty() && firsts.count(voters.front())) ++firsts[voters.front()];
   }
   for (const PlannedMove& move : moves) {
     const std::vector<uint32_t>& voters = shards[move.shard].voters;

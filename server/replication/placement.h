@@ -47,6 +47,10 @@ struct ShardPlacement {
   std::vector<uint32_t> voters;
   std::vector<uint32_t> learners;
   bool moving = false;  // A move is under way: left alone.
+  // The node a move under way takes the shard from and the one it takes
+  // it to (-1: not known). A plan counts the shard where it is going.
+  int64_t move_from = -1;
+  int64_t move_to = -1;
 };
 
 struct PlannedMove {
@@ -54,6 +58,10 @@ struct PlannedMove {
   uint32_t from = 0;
   uint32_t to = 0;
 };
+
+// `shard`'s voters once its move under way, if any, is done: the target in
+// the source's place.
+std::vector<uint32_t> SettledVoters(const ShardPlacement& shard);
 
 // The moves that bring the cluster to balance, at most one per shard, for
 // the nodes that may hold shards (`eligible`: live and not draining):
