@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <future>
 #include <thread>
 #include <utility>
 
@@ -17,7 +18,6 @@
 namespace dedup::ctl {
 namespace {
 
-// Moves under way at once, each on two nodes no other move uses.
 // A move that failed this often is not planned again by this command.
 constexpr int kMaxAttempts = 3;
 
@@ -176,6 +176,15 @@ int Drive(const ChangeContext& context,
       }
       it = running.erase(it);
     }
+    // A move started here that this view does not show yet (the nodes read
+    // etcd once a pass) is planned around as the cluster will soon show it.
+    for (const auto& [s, r] : running) {
+      PlacementView::Shard& shard = view->shards[s];
+      if (shard.moving) continue;
+      shard.moving = true;
+      shard.move_from = r.move.from;
+      shard.move_to = r.move.to;
+    }
     // Moves under way, in all and per node, ours or not.
     size_t under_way = running.size();
     std::map<uint32_t, size_t> busy;
@@ -212,20 +221,34 @@ int Drive(const ChangeContext& context,
       }
     }
     uint64_t waiting = 0;  // Planned, not started yet.
+    std::vector<PlannedMove> starting;
     for (const PlannedMove& move : plan) {
       if (under_way >= context.parallel_moves || busy[move.from] >= context.parallel_moves ||
           busy[move.to] >= context.parallel_moves) {
         ++waiting;
         continue;
       }
-      const grpc::Status status = StartMove(context, *view, move);
+      starting.push_back(move);
+      ++under_way;
+      ++busy[move.from];
+      ++busy[move.to];
+    }
+    // All at once: each start is a few etcd round trips on the node asked,
+    // and one after the other they took longer than the small moves of a
+    // new cluster themselves.
+    std::vector<std::future<grpc::Status>> started;
+    started.reserve(starting.size());
+    for (const PlannedMove& move : starting) {
+      started.push_back(std::async(std::launch::async, StartMove, std::cref(context),
+                                   std::cref(*view), std::cref(move)));
+    }
+    for (size_t i = 0; i < starting.size(); ++i) {
+      const PlannedMove& move = starting[i];
+      const grpc::Status status = started[i].get();
       if (status.ok()) {
         out << "moving shard " << move.shard << " from " << NodeName(*view, move.from) << " to "
             << NodeName(*view, move.to) << "\n";
         running[move.shard] = {move, 0, absl::Now(), false};
-        ++under_way;
-        ++busy[move.from];
-        ++busy[move.to];
       } else if (status.error_code() != grpc::StatusCode::ABORTED &&
                  status.error_code() != grpc::StatusCode::UNAVAILABLE) {
         ++failures[move.shard];
@@ -253,7 +276,9 @@ int Drive(const ChangeContext& context,
       return kExitError;
     }
     out.flush();
-    absl::SleepFor(absl::Milliseconds(500));
+    // A small move takes well under a second: while moves run, their end is
+    // looked for often, so that the next starts soon after.
+    absl::SleepFor(running.empty() ? absl::Milliseconds(500) : absl::Milliseconds(150));
   }
 }
 
@@ -346,7 +371,10 @@ std::optional<PlacementView> MergeAnswers(const std::vector<NodeAnswer>& answers
 std::vector<PlannedMove> PlanBalance(const PlacementView& view) {
   std::vector<server::replication::ShardPlacement> shards(view.shards.size());
   for (size_t s = 0; s < view.shards.size(); ++s) {
-    shards[s] = {view.shards[s].voters, view.shards[s].learners, view.shards[s].moving};
+    const PlacementView::Shard& shard = view.shards[s];
+    shards[s] = {shard.voters, shard.learners, shard.moving,
+                 shard.moving ? static_cast<int64_t>(shard.move_from) : int64_t{-1},
+                 shard.moving ? static_cast<int64_t>(shard.move_to) : int64_t{-1}};
   }
   std::set<uint32_t> eligible;
   for (const auto& [node, count] : view.VoterCounts()) eligible.insert(node);

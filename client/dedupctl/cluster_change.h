@@ -69,7 +69,7 @@ struct ChangeContext {
   absl::Duration wait = absl::Minutes(30);  // For the whole command.
   // Moves under way at once, at most; each node sending moves paces them
   // together at its --move_bytes_per_second.
-  size_t parallel_moves = 16;
+  size_t parallel_moves = 32;
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
 };
