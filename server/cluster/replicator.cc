@@ -439,10 +439,11 @@ void Replicator::LeaseLoop() {
 
 void Replicator::CoordinateLoop() {
   const absl::Duration tick = Tick(options_.lease_ttl);
-  // While this node leads a shard that is moving, a pass comes thrice as
-  // often: each step of a move (promote, hand off, remove) waits for one,
-  // and a new node takes hundreds of small moves.
-  const absl::Duration moving_tick = std::max(tick / 3, absl::Milliseconds(50));
+  // While this node leads a shard that is moving, or a move names it, a
+  // pass comes thrice as often: each step of a move (the target's learning
+  // that it holds the shard, promote, hand off, remove) waits for one, and
+  // a new node takes hundreds of small moves.
+  const absl::Duration moving_tick = MovingTick(options_.lease_ttl);
   bool moving = false;
   absl::Time balanced_at = absl::InfinitePast();
   while (true) {
@@ -458,7 +459,7 @@ void Replicator::CoordinateLoop() {
     EnsureShippers();
     ClearCaughtUpLearners();
     TrimLogs();
-    moving = AdvanceMoves();
+    moving = AdvanceMoves() || named_in_move_.load();
     // Hand-backs at most once a tick, however often the passes come: its
     // budget of shards per pass is a pace.
     if (!handing_off_.load() && absl::Now() - balanced_at >= tick) {

@@ -252,6 +252,9 @@ class Replicator : public storage::ShardReplicator {
     std::vector<uint32_t> learners ABSL_GUARDED_BY(mu);
     int64_t placement_revision ABSL_GUARDED_BY(mu) = 0;
     Move move ABSL_GUARDED_BY(mu);
+    // Nodes whose copy of the shard is being re-seeded (learner/<node>/<s>
+    // in etcd), as last read.
+    std::vector<uint32_t> reseeding ABSL_GUARDED_BY(mu);
     // This node holds the shard (a voter or a learner of the placement).
     std::atomic<bool> replica{false};
     // This node holds it without a vote (a move's target catching up).
@@ -548,6 +551,11 @@ class Replicator : public storage::ShardReplicator {
   std::atomic<bool> stopped_{false};
   // Set by HandOff: this node takes over no shard any more.
   std::atomic<bool> handing_off_{false};
+  // The last read of etcd found a move that names this node as its source
+  // or target: its passes and its election checks come at the moving pace,
+  // since the target learns that it is a learner, and that a shard is
+  // handed to it, from them.
+  std::atomic<bool> named_in_move_{false};
   std::vector<std::thread> threads_;
   // The election workers and their queue.
   absl::Mutex elect_mu_;

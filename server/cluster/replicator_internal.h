@@ -31,6 +31,7 @@ namespace dedup::server::cluster {
 
 namespace rv1 = ::dedup::replication::v1;
 namespace core = ::dedup::server::replication;
+using core::MovingTick;
 using core::PeerTimeout;
 using core::Tick;
 using core::TrustedLease;

@@ -90,6 +90,7 @@ void Replicator::ReadLeadership() {
     std::vector<uint32_t> voters, learners;
     int64_t placement_revision = 0;
     Move move;
+    std::vector<uint32_t> reseeding;
   };
   std::vector<Seen> seen(n);
   std::map<uint32_t, std::string> members, zones;
@@ -100,6 +101,14 @@ void Replicator::ReadLeadership() {
     if (!absl::ConsumePrefix(&rest, options_.etcd_prefix)) continue;
     std::vector<absl::string_view> parts = absl::StrSplit(rest, '/');
     uint32_t s;
+    if (parts.size() == 3 && parts[0] == "learner") {
+      // learner/<node>/<s>: node's copy of s is being re-seeded.
+      uint32_t node;
+      if (absl::SimpleAtoi(parts[1], &node) && absl::SimpleAtoi(parts[2], &s) && s < n) {
+        seen[s].reseeding.push_back(node);
+      }
+      continue;
+    }
     if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &s)) continue;
     if (parts[0] == "members") {
       members[s] = kv.value;
@@ -181,6 +190,9 @@ void Replicator::ReadLeadership() {
     placement_revision_ = std::max(placement_revision_, newest_placement);
   }
   const int32_t self = static_cast<int32_t>(options_.self);
+  named_in_move_ = std::any_of(seen.begin(), seen.end(), [self](const Seen& view) {
+    return view.move.revision != 0 && (view.move.from == self || view.move.to == self);
+  });
   std::vector<uint32_t> stale;  // Leader keys of an earlier run of this node.
   for (size_t s = 0; s < n; ++s) {
     Shard& shard = *shards_[s];
@@ -204,6 +216,7 @@ void Replicator::ReadLeadership() {
       ApplyPlacement(&shard, std::move(view.voters), std::move(view.learners),
                      view.placement_revision);
     }
+    shard.reseeding = std::move(view.reseeding);
     if (view.move.revision != shard.move.revision) {
       const absl::Time gone =
           shard.move.to == view.move.to ? shard.move.target_gone_since : absl::InfiniteFuture();
@@ -238,7 +251,11 @@ void Replicator::ElectionLoop() {
   while (true) {
     {
       absl::MutexLock lock(&stop_mu_);
-      if (stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick)) return;
+      if (stop_mu_.AwaitWithTimeout(
+              absl::Condition(&stopping_),
+              named_in_move_.load() ? MovingTick(options_.lease_ttl) : tick)) {
+        return;
+      }
     }
     if (!LeaseValid() || handing_off_.load()) continue;
     std::vector<Shard*> due;

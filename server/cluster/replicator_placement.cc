@@ -224,6 +224,7 @@ bool Replicator::AdvanceMoves() {
         if (peer.last_heard != absl::InfinitePast()) facts.silent_for[node] = now - peer.last_heard;
       }
       facts.heard_within = tick * 2;
+      facts.target_may_stand = !Holds(shard->reseeding, facts.to);
       step = core::DecideMoveStep(facts);
     }
     if (step == core::MoveStep::kWait) continue;

@@ -44,12 +44,18 @@ struct MoveFacts {
   std::map<uint32_t, absl::Duration> silent_for;
   // How long a replica may be silent and still count as answering.
   absl::Duration heard_within = absl::Seconds(2);
+  // The target may stand for election: no copy of the shard's records to
+  // it is unfinished (etcd holds no learner/<to>/<s> key). A re-seeded
+  // replica stands only once a leader's append has shown it every
+  // committed entry, so a leader that handed the shard over before that
+  // left it without a leader until another voter's turn came.
+  bool target_may_stand = true;
 };
 
 enum class MoveStep {
   kWait,      // Nothing to do yet.
   kPromote,   // Make the target a voter.
-  kHandOff,   // This leader is the source: hand the shard to the target.
+  kHandOff,   // This leader is the source: hand the shard to the target once it may stand.
   kRemove,    // Drop the source from the voters and close the move.
   kRollBack,  // Drop the target (gone, or no longer a learner) and close the move.
 };

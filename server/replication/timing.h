@@ -18,6 +18,12 @@ inline absl::Duration Tick(absl::Duration ttl) {
   return std::clamp(ttl / 10, absl::Milliseconds(50), absl::Milliseconds(500));
 }
 
+// How often a node that a move names reads etcd and looks for elections
+// to stand in, instead of once a tick: each step of a move waits for it.
+inline absl::Duration MovingTick(absl::Duration ttl) {
+  return std::max(Tick(ttl) / 3, absl::Milliseconds(50));
+}
+
 // Deadline of one call to a peer.
 inline absl::Duration PeerTimeout(absl::Duration ttl) {
   return std::min(absl::Seconds(1), ttl / 4);

@@ -74,6 +74,16 @@ TEST(MoveRuleTest, ASourceThatLeadsHandsTheShardOff) {
   EXPECT_EQ(DecideMoveStep(f), MoveStep::kHandOff);
 }
 
+TEST(MoveRuleTest, ASourceThatLeadsWaitsUntilAReseededTargetMayStand) {
+  MoveFacts f = Moving(MoveFacts::State::kPromoted);
+  f.from = 0;
+  f.target_may_stand = false;
+  EXPECT_EQ(DecideMoveStep(f), MoveStep::kWait);
+  // The target's re-seed is done: the step goes on.
+  f.target_may_stand = true;
+  EXPECT_EQ(DecideMoveStep(f), MoveStep::kHandOff);
+}
+
 TEST(MoveRuleTest, WaitsUntilThePromotionIsInThePlacement) {
   MoveFacts f = Moving(MoveFacts::State::kPromoted);
   f.voters = {0, 1, 2};
