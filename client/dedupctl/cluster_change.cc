@@ -235,12 +235,13 @@ int Drive(const ChangeContext& context,
     }
     // All at once: each start is a few etcd round trips on the node asked,
     // and one after the other they took longer than the small moves of a
-    // new cluster themselves.
+    // new cluster themselves. (Where no thread can be had, a start runs
+    // when its answer is asked for.)
     std::vector<std::future<grpc::Status>> started;
     started.reserve(starting.size());
     for (const PlannedMove& move : starting) {
-      started.push_back(std::async(std::launch::async, StartMove, std::cref(context),
-                                   std::cref(*view), std::cref(move)));
+      started.push_back(std::async(std::launch::async | std::launch::deferred, StartMove,
+                                   std::cref(context), std::cref(*view), std::cref(move)));
     }
     for (size_t i = 0; i < starting.size(); ++i) {
       const PlannedMove& move = starting[i];

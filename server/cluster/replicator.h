@@ -242,6 +242,9 @@ class Replicator : public storage::ShardReplicator {
     int64_t revision = 0;
     // When this node first saw the target without a live lease.
     absl::Time target_gone_since = absl::InfiniteFuture();
+    // When this node, leading the source, first saw the target unable to
+    // stand (a re-seed key of it in etcd).
+    absl::Time target_kept_since = absl::InfiniteFuture();
   };
   struct Shard {
     absl::Mutex mu;

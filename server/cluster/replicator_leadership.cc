@@ -76,7 +76,10 @@ void Replicator::StepDownWithoutMajority() {
 void Replicator::ReadLeadership() {
   const absl::Time read_at = absl::Now();
   absl::StatusOr<std::vector<EtcdKeyValue>> kvs = etcd_->GetPrefix(options_.etcd_prefix);
-  if (!kvs.ok()) return;
+  if (!kvs.ok()) {
+    named_in_move_ = false;  // No quicker passes while etcd does not answer.
+    return;
+  }
   const size_t n = shards_.size();
   struct Seen {
     int32_t leader = -1;

@@ -143,11 +143,15 @@ absl::Status Replicator::MoveShard(uint32_t s, uint32_t from, uint32_t to) {
   }
   std::vector<uint32_t> with_target = learners;
   with_target.push_back(to);
+  // The target holds nothing of the shard yet, so a re-seed key of it is
+  // left from an earlier time it held the shard; the hand-off waits for
+  // the re-seeds of the target that this move starts.
   absl::StatusOr<bool> started = etcd_->Txn(
       {{placement_key, (*placement)->mod_revision, std::nullopt}, {move_key, 0, std::nullopt}},
       {{placement_key, PlacementValue(voters, with_target), 0, false},
        {move_key, MoveValue(static_cast<int32_t>(from), static_cast<int32_t>(to), "adding"), 0,
-        false}});
+        false},
+       {Key(absl::StrCat("learner/", to, "/", s)), "", 0, true}});
   if (!started.ok()) return started.status();
   if (!*started) {
     return absl::AbortedError(
@@ -225,6 +229,15 @@ bool Replicator::AdvanceMoves() {
       }
       facts.heard_within = tick * 2;
       facts.target_may_stand = !Holds(shard->reseeding, facts.to);
+      // Counted from the promotion (a new move record, so a new Move), not
+      // from the copy that comes before it.
+      if (facts.target_may_stand || facts.state == core::MoveFacts::State::kAdding) {
+        shard->move.target_kept_since = absl::InfiniteFuture();
+      } else if (shard->move.target_kept_since == absl::InfiniteFuture()) {
+        shard->move.target_kept_since = now;
+      }
+      facts.target_kept_from_standing_for =
+          facts.target_may_stand ? absl::ZeroDuration() : now - shard->move.target_kept_since;
       step = core::DecideMoveStep(facts);
     }
     if (step == core::MoveStep::kWait) continue;
@@ -258,8 +271,10 @@ bool Replicator::AdvanceMoves() {
       done = "move target caught up and votes";
     } else if (step == core::MoveStep::kRemove) {
       const std::vector<uint32_t> new_voters = core::VotersAfterRemoval(voters, from, to);
+      // A re-seed key of the source's is of no use once it holds nothing.
       writes = {{placement_key, PlacementValue(new_voters, learners), 0, false},
-                {move_key, "", 0, true}};
+                {move_key, "", 0, true},
+                {Key(absl::StrCat("learner/", from, "/", s)), "", 0, true}};
       done = "shard moved";
     } else {
       std::vector<uint32_t> new_learners;
@@ -267,7 +282,8 @@ bool Replicator::AdvanceMoves() {
         if (node != to) new_learners.push_back(node);
       }
       writes = {{placement_key, PlacementValue(voters, new_learners), 0, false},
-                {move_key, "", 0, true}};
+                {move_key, "", 0, true},
+                {Key(absl::StrCat("learner/", to, "/", s)), "", 0, true}};
       done = "shard move rolled back (its target is gone, or no longer a learner)";
     }
     absl::StatusOr<bool> changed = etcd_->Txn(compares, writes);

@@ -78,7 +78,10 @@ MoveStep DecideMoveStep(const MoveFacts& f) {
   // committed before it voted must be on a majority of the new set, or an
   // election among that set could miss them.
   if (!Holds(f.voters, f.to)) return MoveStep::kWait;  // Not promoted in this placement yet.
-  if (f.from == f.self) return f.target_may_stand ? MoveStep::kHandOff : MoveStep::kWait;
+  if (f.from == f.self) {
+    return f.target_may_stand || f.target_kept_from_standing_for >= f.lease_ttl ? MoveStep::kHandOff
+                                                                                : MoveStep::kWait;
+  }
   if (!TargetCaughtUp(f)) return MoveStep::kWait;
   const std::vector<uint32_t> after = VotersAfterRemoval(f.voters, f.from, f.to);
   std::map<uint32_t, uint64_t> held;

@@ -48,8 +48,11 @@ struct MoveFacts {
   // it is unfinished (etcd holds no learner/<to>/<s> key). A re-seeded
   // replica stands only once a leader's append has shown it every
   // committed entry, so a leader that handed the shard over before that
-  // left it without a leader until another voter's turn came.
+  // left it without a leader until another voter's turn came. How long
+  // it has not been able to: past a lease the source hands off anyway, so
+  // that a key left behind can slow a move but never stop it.
   bool target_may_stand = true;
+  absl::Duration target_kept_from_standing_for;
 };
 
 enum class MoveStep {

@@ -79,8 +79,20 @@ TEST(MoveRuleTest, ASourceThatLeadsWaitsUntilAReseededTargetMayStand) {
   f.from = 0;
   f.target_may_stand = false;
   EXPECT_EQ(DecideMoveStep(f), MoveStep::kWait);
+  f.target_kept_from_standing_for = absl::Seconds(2);
+  EXPECT_EQ(DecideMoveStep(f), MoveStep::kWait);
   // The target's re-seed is done: the step goes on.
   f.target_may_stand = true;
+  EXPECT_EQ(DecideMoveStep(f), MoveStep::kHandOff);
+}
+
+// A re-seed key that nothing will remove (its node lost the shard before
+// it caught up) slows the hand-off by a lease at most, never stops it.
+TEST(MoveRuleTest, ASourceHandsOffAfterALeaseEvenIfTheTargetStillCannotStand) {
+  MoveFacts f = Moving(MoveFacts::State::kPromoted);
+  f.from = 0;
+  f.target_may_stand = false;
+  f.target_kept_from_standing_for = f.lease_ttl;
   EXPECT_EQ(DecideMoveStep(f), MoveStep::kHandOff);
 }
 
