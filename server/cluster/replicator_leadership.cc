@@ -697,6 +697,14 @@ void Replicator::BalanceLeaders() {
   // took a new cluster of 1,024 shards over a minute to settle.
   const absl::Time now = absl::Now();
   size_t handed = 0;
+  // Only to a node with a live etcd lease: one that answers its peers but
+  // not etcd cannot take a shard, and each shard handed to it would wait
+  // for another election, then be handed to it again.
+  std::set<uint32_t> live;
+  {
+    absl::MutexLock nodes(&nodes_mu_);
+    live = live_;
+  }
   for (auto& shard : shards_) {
     // Each hand-off writes to etcd: without a lease, etcd is out of reach
     // and every write would wait out its deadline.
@@ -707,7 +715,7 @@ void Replicator::BalanceLeaders() {
       absl::MutexLock lock(&shard->mu);
       if (!shard->leading || shard->voters.empty()) continue;
       home = shard->voters.front();
-      if (home == options_.self) continue;
+      if (home == options_.self || live.count(home) == 0) continue;
       core::HandBackFacts facts;
       facts.serving = shard->serving;
       facts.moving = shard->move.revision != 0;
