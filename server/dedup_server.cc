@@ -114,7 +114,11 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
   std::vector<std::string> declared;
   for (const auto& [name, policy] : settings.policies->declared()) declared.push_back(name);
   server->metrics_ = std::make_unique<Metrics>(declared, settings.max_namespace_labels, kVersion);
-  server->pool_ = std::make_unique<WorkerPool>(settings.workers, settings.limits.max_queued_tasks);
+  // As many yielding threads as normal ones: an identity's work beyond its
+  // share runs there (tenant_quota.h), as fast as the CPU others leave
+  // allows.
+  server->pool_ = std::make_unique<WorkerPool>(settings.workers, settings.limits.max_queued_tasks,
+                                               "worker", settings.workers);
   server->scan_pool_ = std::make_unique<WorkerPool>(
       settings.limits.scan_workers, settings.limits.max_queued_tasks, "scan-worker");
   auto shards = std::make_shared<const ShardMap>(server->store_->shard_count(),

@@ -57,8 +57,9 @@ std::string TenantName(const Caller& caller) {
   return absl::StrCat("identity '", caller.identity, "'");
 }
 
-grpc::Status SubmitTo(WorkerPool* pool, std::function<void()> task) {
-  switch (pool->Submit(std::move(task))) {
+grpc::Status SubmitTo(WorkerPool* pool, std::function<void()> task,
+                      WorkerPool::Lane lane = WorkerPool::Lane::kNormal) {
+  switch (pool->Submit(std::move(task), lane)) {
     case WorkerPool::Admission::kQueued:
       return grpc::Status::OK;
     case WorkerPool::Admission::kFull:
@@ -72,23 +73,30 @@ grpc::Status SubmitTo(WorkerPool* pool, std::function<void()> task) {
 }  // namespace
 
 grpc::Status DedupService::Submit(const Caller& caller, std::function<void()> task) {
-  if (!tenants_.TryStartTask(caller.tenant)) {
+  const TenantQuota::TaskStart start = tenants_.StartTask(caller.tenant);
+  if (start == TenantQuota::TaskStart::kRefused) {
     return grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
         absl::StrCat(
             "limits.max_queued_tasks_per_identity: ", limits_.max_queued_tasks_per_identity,
             " calls of ", TenantName(caller), " are queued or running; retry with backoff"));
   }
-  if (execution_ == Execution::kInline && !store_->WritesStalled()) {
+  // Work beyond a tenant's share runs at the lowest CPU priority, so that
+  // it takes only CPU that other tenants' calls leave (design.md §10).
+  const bool beyond_share = start == TenantQuota::TaskStart::kBeyondShare;
+  if (beyond_share) metrics_->CountTaskBeyondShare();
+  if (execution_ == Execution::kInline && !beyond_share && !store_->WritesStalled()) {
     task();
     tenants_.FinishTask(caller.tenant);
     return grpc::Status::OK;
   }
-  const grpc::Status queued =
-      SubmitTo(pool_, [this, tenant = caller.tenant, task = std::move(task)] {
+  const grpc::Status queued = SubmitTo(
+      pool_,
+      [this, tenant = caller.tenant, task = std::move(task)] {
         task();
         tenants_.FinishTask(tenant);
-      });
+      },
+      beyond_share ? WorkerPool::Lane::kYielding : WorkerPool::Lane::kNormal);
   if (!queued.ok()) tenants_.FinishTask(caller.tenant);
   return queued;
 }

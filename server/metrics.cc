@@ -192,6 +192,14 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
   connections_refused_ = {&refused.Add({{"reason", "server_limit"}}),
                           &refused.Add({{"reason", "address_limit"}}),
                           &refused.Add({{"reason", "descriptors"}})};
+  tasks_beyond_share_ = &BuildCounter()
+                             .Name("dedup_tasks_beyond_share_total")
+                             .Help(
+                                 "Calls, Batches and Stream messages of an identity that "
+                                 "already had one running while another identity was active, "
+                                 "run at the lowest CPU priority.")
+                             .Register(*registry_)
+                             .Add({});
   tls_handshake_failures_ = &BuildCounter()
                                  .Name("dedup_tls_handshake_failures_total")
                                  .Help(

@@ -81,6 +81,9 @@ class Metrics {
   // dedup_connections_refused_total: one connection closed as soon as it
   // was accepted (connection_gate.h).
   void RecordConnectionRefused(ConnectionRefusal reason);
+  // dedup_tasks_beyond_share_total: one task of a tenant run at the lowest
+  // CPU priority, beyond its share (tenant_quota.h).
+  void CountTaskBeyondShare() { tasks_beyond_share_->Increment(); }
   // dedup_tls_handshake_failures_total, from the process's running total
   // (grpc_log.h).
   void RecordTlsHandshakeFailures(uint64_t total);
@@ -147,6 +150,7 @@ class Metrics {
   prometheus::Counter* corrupt_records_;
   std::array<prometheus::Counter*, 3> connections_refused_;  // By ConnectionRefusal.
   prometheus::Gauge* connections_open_;
+  prometheus::Counter* tasks_beyond_share_;
   prometheus::Counter* tls_handshake_failures_;
   uint64_t tls_handshake_failures_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;
   uint64_t corrupt_records_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;

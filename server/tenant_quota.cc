@@ -23,16 +23,35 @@ void TenantQuota::CloseStream(const std::string& tenant) {
   Tidy(tenant);
 }
 
-bool TenantQuota::TryStartTask(const std::string& tenant) {
-  if (tenant.empty()) return true;
+TenantQuota::TaskStart TenantQuota::StartTask(const std::string& tenant,
+                                              std::chrono::steady_clock::time_point now) {
+  if (tenant.empty()) return TaskStart::kShare;
   absl::MutexLock lock(&mu_);
   Held& held = held_[tenant];
   if (held.tasks >= limits_.max_queued_tasks) {
     Tidy(tenant);
-    return false;
+    return TaskStart::kRefused;
   }
-  ++held.tasks;
-  return true;
+  const bool others_active = OthersActive(tenant, now);
+  active_.insert(tenant);
+  return held.tasks++ > 0 && others_active ? TaskStart::kBeyondShare : TaskStart::kShare;
+}
+
+bool TenantQuota::OthersActive(const std::string& tenant,
+                               std::chrono::steady_clock::time_point now) {
+  if (now - window_start_ >= kActiveWindow) {
+    if (now - window_start_ >= 2 * kActiveWindow) {
+      active_before_.clear();
+    } else {
+      active_before_.swap(active_);
+    }
+    active_.clear();
+    window_start_ = now;
+  }
+  const auto others_in = [&tenant](const absl::flat_hash_set<std::string>& active) {
+    return active.size() > (active.contains(tenant) ? 1u : 0u);
+  };
+  return others_in(active_) || others_in(active_before_);
 }
 
 void TenantQuota::FinishTask(const std::string& tenant) {

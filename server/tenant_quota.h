@@ -1,11 +1,13 @@
 #ifndef DEDUP_SERVER_TENANT_QUOTA_H_
 #define DEDUP_SERVER_TENANT_QUOTA_H_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 
 namespace dedup::server {
@@ -18,13 +20,30 @@ namespace dedup::server {
 // empty tenant is not limited: a loopback or single-tenant server keeps
 // the whole of the server-wide limits for its clients.
 //
-// Thread-safe. Tenants holding nothing take no memory.
+// It also tells a tenant's share of the CPU from work beyond it: while
+// another tenant has started a task within the last second or two, a
+// tenant's task that joins one it already holds is beyond its share, and
+// runs in the worker pool's yielding lane (server/worker_pool.h). Alone on
+// a server, a tenant's every task is within its share.
+//
+// Thread-safe. Tenants holding nothing take no memory, beyond their names
+// for the two seconds that they count as active.
 class TenantQuota {
  public:
   struct Limits {
     uint32_t max_open_streams = 32;
     uint32_t max_queued_tasks = 256;
   };
+
+  enum class TaskStart {
+    kRefused,      // The tenant holds its limit of tasks; nothing counted.
+    kShare,        // Counted; within the tenant's share.
+    kBeyondShare,  // Counted; the tenant holds another task while another
+                   // tenant is active.
+  };
+  // How long a tenant counts as active after it started a task: one to
+  // two of these.
+  static constexpr std::chrono::seconds kActiveWindow{1};
 
   explicit TenantQuota(Limits limits) : limits_(limits) {}
 
@@ -35,7 +54,11 @@ class TenantQuota {
   // Each true is matched by one Close/Finish with the same tenant.
   bool TryOpenStream(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
   void CloseStream(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
-  bool TryStartTask(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts a task in for `tenant` (see TaskStart); each answer other than
+  // kRefused is matched by one FinishTask.
+  TaskStart StartTask(const std::string& tenant,
+                      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now())
+      ABSL_LOCKS_EXCLUDED(mu_);
   void FinishTask(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Tenants holding anything now.
@@ -50,9 +73,19 @@ class TenantQuota {
   // Drops `tenant`'s entry once it holds nothing.
   void Tidy(const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Whether a tenant other than `tenant` started a task in this window or
+  // the one before, after moving the windows on to `now`.
+  bool OthersActive(const std::string& tenant, std::chrono::steady_clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const Limits limits_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Held> held_ ABSL_GUARDED_BY(mu_);
+  // The tenants that started a task in the window that began at
+  // `window_start_`, and in the window before it.
+  std::chrono::steady_clock::time_point window_start_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> active_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> active_before_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace dedup::server

@@ -1,29 +1,52 @@
 #include "server/worker_pool.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <utility>
 
 #include "storage/thread_name.h"
 
 namespace dedup::server {
 
-WorkerPool::WorkerPool(size_t threads, size_t max_queued, std::string name)
-    : max_queued_(max_queued) {
-  threads_.reserve(threads);
+namespace {
+
+// Lowers the calling thread, and it alone, to the lowest CPU priority.
+// Raising a nice value needs no privilege; a failure leaves the thread at
+// normal priority, which costs fairness, not correctness.
+void YieldTheCpuFromThisThread() {
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+}
+
+}  // namespace
+
+WorkerPool::WorkerPool(size_t threads, size_t max_queued, std::string name, size_t yielding_threads)
+    : max_queued_(max_queued), has_yielding_lane_(yielding_threads > 0) {
+  threads_.reserve(threads + yielding_threads);
   for (size_t i = 0; i < threads; ++i) {
     threads_.emplace_back([this, name] {
       storage::NameThisThread(name);
-      Run();
+      Run(Lane::kNormal);
+    });
+  }
+  for (size_t i = 0; i < yielding_threads; ++i) {
+    threads_.emplace_back([this, name] {
+      storage::NameThisThread(name + "-y");
+      YieldTheCpuFromThisThread();
+      Run(Lane::kYielding);
     });
   }
 }
 
 WorkerPool::~WorkerPool() { Shutdown(); }
 
-WorkerPool::Admission WorkerPool::Submit(std::function<void()> task) {
+WorkerPool::Admission WorkerPool::Submit(std::function<void()> task, Lane lane) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return Admission::kShuttingDown;
-  if (tasks_.size() >= max_queued_) return Admission::kFull;
-  tasks_.push_back(std::move(task));
+  if (tasks_.size() + yielding_tasks_.size() >= max_queued_) return Admission::kFull;
+  (lane == Lane::kYielding && has_yielding_lane_ ? yielding_tasks_ : tasks_)
+      .push_back(std::move(task));
   return Admission::kQueued;
 }
 
@@ -39,18 +62,29 @@ void WorkerPool::Shutdown() {
   threads_.clear();
 }
 
-void WorkerPool::Run() {
+void WorkerPool::Run(Lane lane) {
+  // One condition per lane, the same for every waiter of it (absl::Mutex
+  // evaluates a condition once for all waiters that share it).
+  const absl::Condition ready = lane == Lane::kYielding
+                                    ? absl::Condition(
+                                          +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+                                            return p->stopping_ || !p->yielding_tasks_.empty();
+                                          },
+                                          this)
+                                    : absl::Condition(
+                                          +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+                                            return p->stopping_ || !p->tasks_.empty();
+                                          },
+                                          this);
   for (;;) {
     std::function<void()> task;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](WorkerPool* p)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) { return p->stopping_ || !p->tasks_.empty(); },
-          this));
-      if (tasks_.empty()) return;  // Stopping and drained.
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
+      mu_.Await(ready);
+      std::deque<std::function<void()>>& queue = lane == Lane::kYielding ? yielding_tasks_ : tasks_;
+      if (queue.empty()) return;  // Stopping and drained.
+      task = std::move(queue.front());
+      queue.pop_front();
     }
     task();
   }
