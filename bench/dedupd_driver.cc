@@ -154,8 +154,12 @@ class ClientAsyncSession final : public AsyncSession {
 // One Batch RPC per request through the generated stub.
 class BatchSession final : public Session {
  public:
-  BatchSession(v1::Dedup::Stub* stub, const Workload& workload, int caller, absl::Duration timeout)
-      : stub_(stub), requests_(workload, caller), timeout_(timeout) {}
+  BatchSession(v1::Dedup::Stub* stub, const Workload& workload, int caller, absl::Duration timeout,
+               std::string bearer_token)
+      : stub_(stub),
+        requests_(workload, caller),
+        timeout_(timeout),
+        bearer_token_(std::move(bearer_token)) {}
 
   absl::Status ClaimBatch(const std::vector<std::string>& keys, ClaimTally* tally) override {
     v1::BatchRequest claims;
@@ -188,12 +192,14 @@ class BatchSession final : public Session {
   absl::Status Call(const v1::BatchRequest& request, v1::BatchResponse* response) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+    if (!bearer_token_.empty()) context.AddMetadata("authorization", "Bearer " + bearer_token_);
     return FromGrpc(stub_->Batch(&context, request, response));
   }
 
   v1::Dedup::Stub* const stub_;
   const Requests requests_;
   const absl::Duration timeout_;
+  const std::string bearer_token_;
 };
 
 class DedupdDriver final : public Driver {
@@ -232,7 +238,8 @@ class DedupdDriver final : public Driver {
 
   absl::StatusOr<std::unique_ptr<Session>> NewSession(int caller) override {
     if (options_.api == DedupdApi::kBatch) {
-      return std::make_unique<BatchSession>(stub_.get(), workload_, caller, options_.timeout);
+      return std::make_unique<BatchSession>(stub_.get(), workload_, caller, options_.timeout,
+                                            options_.bearer_token);
     }
     return std::make_unique<ClientSession>(client_.get(), workload_, caller);
   }

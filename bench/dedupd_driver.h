@@ -33,6 +33,9 @@ struct DedupdDriverOptions {
   // ClientOptions::completed_cache_entries (0: off).
   int completed_cache_entries = 0;
   absl::Duration timeout = absl::Seconds(10);
+  // Sent as "authorization: Bearer TOKEN" on every Batch (kBatch only);
+  // empty: none.
+  std::string bearer_token;
 };
 
 // Drives a dedupd server. All sessions share one client (one HTTP/2

@@ -41,6 +41,10 @@ ABSL_FLAG(
 ABSL_FLAG(std::vector<std::string>, spawn_flags, {},
           "Extra flags for --spawn_dedupd, comma-separated.");
 ABSL_FLAG(std::string, dedupd_api, "auto", "client, unary, batch or auto.");
+ABSL_FLAG(std::string, bearer_token_file, "",
+          "dedupd with --dedupd_api=batch: send the first line of this file as "
+          "'authorization: Bearer TOKEN' on every Batch, as one identity of a server "
+          "with grants (plaintext is allowed on loopback).");
 ABSL_FLAG(int, batch_window_us, 200, "Client library coalescing window (dedupd_api=client).");
 ABSL_FLAG(int, max_batch, 64, "Client library largest coalesced batch (dedupd_api=client).");
 ABSL_FLAG(int, max_batches_in_flight, 4,
@@ -229,6 +233,19 @@ absl::StatusOr<std::unique_ptr<Driver>> MakeDriver(const std::string& system,
       return absl::InvalidArgumentError(
           "--completed_cache: the client library's cache; Batch requests (--batch above 1) do "
           "not go through it");
+    }
+    if (const std::string path = absl::GetFlag(FLAGS_bearer_token_file); !path.empty()) {
+      if (options.api != DedupdApi::kBatch) {
+        return absl::InvalidArgumentError(
+            "--bearer_token_file: with --dedupd_api=batch only (the client library sends "
+            "tokens over TLS)");
+      }
+      std::ifstream file(path);
+      std::getline(file, options.bearer_token);
+      if (options.bearer_token.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--bearer_token_file: cannot read a token from the first line of ", path));
+      }
     }
     return MakeDedupdDriver(options, workload);
   }
