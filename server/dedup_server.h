@@ -60,6 +60,8 @@ class DedupServer {
   storage::Store* store() const { return store_.get(); }
   // The storage workers, for tests that occupy them.
   WorkerPool* pool() const { return pool_.get(); }
+  // What each tenant holds now, for tests.
+  const TenantQuota& tenants() const { return service_->tenants(); }
   Metrics* metrics() const { return metrics_.get(); }
   // Reads storage statistics and health now instead of at the next interval.
   void RefreshStorageStats() { monitor_->Refresh(); }

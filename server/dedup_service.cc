@@ -72,7 +72,22 @@ grpc::Status SubmitTo(WorkerPool* pool, std::function<void()> task,
 
 }  // namespace
 
-grpc::Status DedupService::Submit(const Caller& caller, std::function<void()> task) {
+void DedupService::TaskSlot::Release() {
+  if (released_) return;
+  released_ = true;
+  service_->tenants_.FinishTask(tenant_);
+}
+
+void DedupService::TaskSlot::Answer(std::function<void()> answer) {
+  Release();
+  if (yielding_) {
+    service_->pool_->Post(std::move(answer));
+  } else {
+    answer();
+  }
+}
+
+grpc::Status DedupService::Submit(const Caller& caller, std::function<void(TaskSlot&)> task) {
   const TenantQuota::TaskStart start = tenants_.StartTask(caller.tenant);
   if (start == TenantQuota::TaskStart::kRefused) {
     return grpc::Status(
@@ -82,22 +97,28 @@ grpc::Status DedupService::Submit(const Caller& caller, std::function<void()> ta
             " calls of ", TenantName(caller), " are queued or running; retry with backoff"));
   }
   // Work beyond a tenant's share runs at the lowest CPU priority, so that
-  // it takes only CPU that other tenants' calls leave (design.md §10).
-  const bool beyond_share = start == TenantQuota::TaskStart::kBeyondShare;
-  if (beyond_share) metrics_->CountTaskBeyondShare();
-  if (execution_ == Execution::kInline && !beyond_share && !store_->WritesStalled()) {
-    task();
-    tenants_.FinishTask(caller.tenant);
+  // it takes little of the CPU that other tenants' calls want
+  // (design.md §10).
+  const bool yielding = start == TenantQuota::TaskStart::kBeyondShare;
+  if (execution_ == Execution::kInline && !yielding && !store_->WritesStalled()) {
+    TaskSlot slot(this, caller.tenant, /*yielding=*/false);
+    task(slot);
+    slot.Release();
     return grpc::Status::OK;
   }
   const grpc::Status queued = SubmitTo(
       pool_,
-      [this, tenant = caller.tenant, task = std::move(task)] {
-        task();
-        tenants_.FinishTask(tenant);
+      [this, tenant = caller.tenant, yielding, task = std::move(task)] {
+        TaskSlot slot(this, tenant, yielding);
+        task(slot);
+        slot.Release();
       },
-      beyond_share ? WorkerPool::Lane::kYielding : WorkerPool::Lane::kNormal);
-  if (!queued.ok()) tenants_.FinishTask(caller.tenant);
+      yielding ? WorkerPool::Lane::kYielding : WorkerPool::Lane::kNormal);
+  if (!queued.ok()) {
+    tenants_.FinishTask(caller.tenant);
+  } else if (yielding) {
+    metrics_->CountTaskBeyondShare();
+  }
   return queued;
 }
 
@@ -258,15 +279,18 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
   }
   storage::SetIdentity(&*op, caller->identity);
   const grpc::Status queued =
-      Submit(*caller, [this, context, response, fill, finish, op = std::move(*op)] {
+      Submit(*caller, [this, context, response, fill, finish, op = std::move(*op)](TaskSlot& slot) {
         if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
-          finish(abandoned);  // Nobody waits for the answer: storage is spared.
+          // Nobody waits for the answer: storage is spared.
+          slot.Answer([finish, abandoned] { finish(abandoned); });
           return;
         }
         absl::StatusOr<storage::OpResult> result = store_->Apply(op);
         NoteResult(op, result);
         if (result.ok()) fill(*result, response);
-        FinishAfterSync(ToGrpcStatus(result.status()), finish);
+        slot.Answer([this, status = ToGrpcStatus(result.status()), finish] {
+          FinishAfterSync(status, finish);
+        });
       });
   if (!queued.ok()) finish(queued);
   return reactor;
@@ -321,9 +345,9 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
     return reactor;
   }
   const grpc::Status queued =
-      Submit(*caller, [this, context, request, response, finish, caller = *caller] {
+      Submit(*caller, [this, context, request, response, finish, caller = *caller](TaskSlot& slot) {
         if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
-          finish("", abandoned);
+          slot.Answer([finish, abandoned] { finish("", abandoned); });
           return;
         }
         const std::string ns = ExecuteBatch(*request, caller, response);
@@ -333,8 +357,10 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
             memory_release_->Freed(bytes);
           }
         }
-        FinishAfterSync(grpc::Status::OK,
-                        [finish, ns](const grpc::Status& status) { finish(ns, status); });
+        slot.Answer([this, finish, ns] {
+          FinishAfterSync(grpc::Status::OK,
+                          [finish, ns](const grpc::Status& status) { finish(ns, status); });
+        });
       });
   if (!queued.ok()) finish("", queued);
   return reactor;

@@ -105,12 +105,40 @@ class DedupService final : public v1::Dedup::CallbackService {
   void RecordRequest(Method method, absl::string_view ns, RequestStart start,
                      const grpc::Status& status);
 
+  // What a storage task holds while it runs: one of its tenant's
+  // limits.max_queued_tasks_per_identity, and the lane it runs in.
+  class TaskSlot {
+   public:
+    TaskSlot(const TaskSlot&) = delete;
+    TaskSlot& operator=(const TaskSlot&) = delete;
+
+    // Gives the tenant's slot back, so that the caller's next call does
+    // not find this one still counted, then runs `answer`, which calls into
+    // gRPC: here, or from the yielding lane on a normal thread
+    // (WorkerPool::Post). At most once per task; a task that returns
+    // without answering gives its slot back then.
+    void Answer(std::function<void()> answer);
+
+   private:
+    friend class DedupService;
+    TaskSlot(DedupService* service, std::string tenant, bool yielding)
+        : service_(service), tenant_(std::move(tenant)), yielding_(yielding) {}
+    void Release();
+
+    DedupService* const service_;
+    const std::string tenant_;
+    const bool yielding_;
+    bool released_ = false;
+  };
+
   // Runs `task` now on this thread (inline execution while storage accepts
-  // writes at full speed) or queues it on the worker pool (Scan's own pool
-  // for SubmitScan); on refusal, the status to answer. `caller`'s tenant
-  // holds one of its limits.max_queued_tasks_per_identity until `task`
-  // has run.
-  grpc::Status Submit(const Caller& caller, std::function<void()> task);
+  // writes at full speed) or queues it on the worker pool; on refusal, the
+  // status to answer. `caller`'s tenant holds one of its
+  // limits.max_queued_tasks_per_identity until the task answers through
+  // its slot or returns. A task beyond the tenant's share (tenant_quota.h)
+  // is queued in the pool's yielding lane, in inline execution too.
+  grpc::Status Submit(const Caller& caller, std::function<void(TaskSlot&)> task);
+  // Queues `task` on Scan's own pool.
   grpc::Status SubmitScan(std::function<void()> task);
   // Calls `finish` with `status` once the store has synced everything the
   // call's storage work wrote or read (storage::Store::AfterSync): at once
@@ -125,6 +153,7 @@ class DedupService final : public v1::Dedup::CallbackService {
   void StreamClosed(const Caller& caller);
 
   WorkerPool* pool() const { return pool_; }
+  const TenantQuota& tenants() const { return tenants_; }
   const ServerLimits& limits() const { return limits_; }
   Metrics* metrics() const { return metrics_; }
   Authorizer* auth() const { return auth_; }

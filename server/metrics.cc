@@ -197,7 +197,7 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
                              .Help(
                                  "Calls, Batches and Stream messages of an identity that "
                                  "already had one running while another identity was active, "
-                                 "run at the lowest CPU priority.")
+                                 "queued to run at the lowest CPU priority.")
                              .Register(*registry_)
                              .Add({});
   tls_handshake_failures_ = &BuildCounter()

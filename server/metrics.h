@@ -81,8 +81,8 @@ class Metrics {
   // dedup_connections_refused_total: one connection closed as soon as it
   // was accepted (connection_gate.h).
   void RecordConnectionRefused(ConnectionRefusal reason);
-  // dedup_tasks_beyond_share_total: one task of a tenant run at the lowest
-  // CPU priority, beyond its share (tenant_quota.h).
+  // dedup_tasks_beyond_share_total: one task of a tenant queued to run at
+  // the lowest CPU priority, beyond its share (tenant_quota.h).
   void CountTaskBeyondShare() { tasks_beyond_share_->Increment(); }
   // dedup_tls_handshake_failures_total, from the process's running total
   // (grpc_log.h).

@@ -80,8 +80,9 @@ void StreamReactor::OnReadDone(bool ok) {
   }
   const RequestStart start = NowForLatency();
   service_->metrics()->RequestStarted();
-  const grpc::Status queued =
-      service_->Submit(caller_, [this, start, request_bytes, request = std::move(request)] {
+  const grpc::Status queued = service_->Submit(
+      caller_,
+      [this, start, request_bytes, request = std::move(request)](DedupService::TaskSlot& slot) {
         v1::BatchResponse response;
         const std::string ns = service_->ExecuteBatch(request, caller_, &response);
         auto answer = [this, start, ns, request_bytes](v1::BatchResponse response,
@@ -94,16 +95,18 @@ void StreamReactor::OnReadDone(bool ok) {
             Fail(status, request_bytes);
           }
         };
-        if (!service_->store()->SyncsInGroups()) {
-          answer(std::move(response), absl::OkStatus());
-          return;
-        }
-        // The answer leaves only once what it says is synced; the batch stays
-        // in flight meanwhile, which keeps the call open.
-        service_->store()->AfterSync(
-            [answer, response = std::move(response)](absl::Status synced) mutable {
-              answer(std::move(response), synced);
-            });
+        slot.Answer([this, answer, response = std::move(response)]() mutable {
+          if (!service_->store()->SyncsInGroups()) {
+            answer(std::move(response), absl::OkStatus());
+            return;
+          }
+          // The answer leaves only once what it says is synced; the batch
+          // stays in flight meanwhile, which keeps the call open.
+          service_->store()->AfterSync(
+              [answer, response = std::move(response)](absl::Status synced) mutable {
+                answer(std::move(response), synced);
+              });
+        });
       });
   if (!queued.ok()) {
     // The batches already running are still answered before the status.

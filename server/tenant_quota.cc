@@ -39,14 +39,16 @@ TenantQuota::TaskStart TenantQuota::StartTask(const std::string& tenant,
 
 bool TenantQuota::OthersActive(const std::string& tenant,
                                std::chrono::steady_clock::time_point now) {
-  if (now - window_start_ >= kActiveWindow) {
-    if (now - window_start_ >= 2 * kActiveWindow) {
+  // Windows start at whole multiples of kActiveWindow from the first, so a
+  // tenant counts as active for one to two windows after its last start.
+  if (const auto elapsed = now - window_start_; elapsed >= kActiveWindow) {
+    if (elapsed >= 2 * kActiveWindow) {
       active_before_.clear();
     } else {
       active_before_.swap(active_);
     }
     active_.clear();
-    window_start_ = now;
+    window_start_ += (elapsed / kActiveWindow) * kActiveWindow;
   }
   const auto others_in = [&tenant](const absl::flat_hash_set<std::string>& active) {
     return active.size() > (active.contains(tenant) ? 1u : 0u);

@@ -21,13 +21,13 @@ namespace dedup::server {
 // the whole of the server-wide limits for its clients.
 //
 // It also tells a tenant's share of the CPU from work beyond it: while
-// another tenant has started a task within the last second or two, a
+// another tenant has started a task within the last one to two seconds, a
 // tenant's task that joins one it already holds is beyond its share, and
 // runs in the worker pool's yielding lane (server/worker_pool.h). Alone on
 // a server, a tenant's every task is within its share.
 //
-// Thread-safe. Tenants holding nothing take no memory, beyond their names
-// for the two seconds that they count as active.
+// Thread-safe. Tenants holding nothing take no memory beyond their names,
+// kept until a task starts two windows after their last one.
 class TenantQuota {
  public:
   struct Limits {
@@ -41,8 +41,9 @@ class TenantQuota {
     kBeyondShare,  // Counted; the tenant holds another task while another
                    // tenant is active.
   };
-  // How long a tenant counts as active after it started a task: one to
-  // two of these.
+  // Windows of activity, whole multiples of this from the first task: a
+  // tenant that started a task in the current window or the one before
+  // counts as active.
   static constexpr std::chrono::seconds kActiveWindow{1};
 
   explicit TenantQuota(Limits limits) : limits_(limits) {}

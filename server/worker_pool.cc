@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "storage/thread_name.h"
@@ -22,16 +23,19 @@ void YieldTheCpuFromThisThread() {
 }  // namespace
 
 WorkerPool::WorkerPool(size_t threads, size_t max_queued, std::string name, size_t yielding_threads)
-    : max_queued_(max_queued), has_yielding_lane_(yielding_threads > 0) {
-  threads_.reserve(threads + yielding_threads);
+    : max_queued_(max_queued),
+      max_yielding_queued_(std::max<size_t>(1, max_queued / 2)),
+      has_yielding_lane_(yielding_threads > 0) {
+  threads_.reserve(threads);
   for (size_t i = 0; i < threads; ++i) {
     threads_.emplace_back([this, name] {
       storage::NameThisThread(name);
       Run(Lane::kNormal);
     });
   }
+  yielding_threads_.reserve(yielding_threads);
   for (size_t i = 0; i < yielding_threads; ++i) {
-    threads_.emplace_back([this, name] {
+    yielding_threads_.emplace_back([this, name] {
       storage::NameThisThread(name + "-y");
       YieldTheCpuFromThisThread();
       Run(Lane::kYielding);
@@ -42,18 +46,39 @@ WorkerPool::WorkerPool(size_t threads, size_t max_queued, std::string name, size
 WorkerPool::~WorkerPool() { Shutdown(); }
 
 WorkerPool::Admission WorkerPool::Submit(std::function<void()> task, Lane lane) {
+  const bool yielding = lane == Lane::kYielding && has_yielding_lane_;
   absl::MutexLock lock(&mu_);
-  if (stopping_) return Admission::kShuttingDown;
-  if (tasks_.size() + yielding_tasks_.size() >= max_queued_) return Admission::kFull;
-  (lane == Lane::kYielding && has_yielding_lane_ ? yielding_tasks_ : tasks_)
-      .push_back(std::move(task));
+  if (closed_) return Admission::kShuttingDown;
+  if (tasks_.size() + yielding_tasks_.size() >= max_queued_ ||
+      (yielding && yielding_tasks_.size() >= max_yielding_queued_)) {
+    return Admission::kFull;
+  }
+  (yielding ? yielding_tasks_ : tasks_).push_back(std::move(task));
   return Admission::kQueued;
+}
+
+void WorkerPool::Post(std::function<void()> task) {
+  if (!has_yielding_lane_) {
+    task();
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  tasks_.push_back(std::move(task));
 }
 
 void WorkerPool::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_ && threads_.empty()) return;
+    if (closed_ && threads_.empty() && yielding_threads_.empty()) return;
+    closed_ = true;
+    yielding_stopping_ = true;
+  }
+  for (std::thread& t : yielding_threads_) {
+    if (t.joinable()) t.join();
+  }
+  yielding_threads_.clear();
+  {
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
   for (std::thread& t : threads_) {
@@ -65,17 +90,17 @@ void WorkerPool::Shutdown() {
 void WorkerPool::Run(Lane lane) {
   // One condition per lane, the same for every waiter of it (absl::Mutex
   // evaluates a condition once for all waiters that share it).
-  const absl::Condition ready = lane == Lane::kYielding
-                                    ? absl::Condition(
-                                          +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-                                            return p->stopping_ || !p->yielding_tasks_.empty();
-                                          },
-                                          this)
-                                    : absl::Condition(
-                                          +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-                                            return p->stopping_ || !p->tasks_.empty();
-                                          },
-                                          this);
+  const absl::Condition ready =
+      lane == Lane::kYielding ? absl::Condition(
+                                    +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+                                      return p->yielding_stopping_ || !p->yielding_tasks_.empty();
+                                    },
+                                    this)
+                              : absl::Condition(
+                                    +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+                                      return p->stopping_ || !p->tasks_.empty();
+                                    },
+                                    this);
   for (;;) {
     std::function<void()> task;
     {

@@ -22,10 +22,16 @@ namespace dedup::server {
 //
 // Tasks go in one of two lanes. kNormal tasks run on the pool's threads.
 // kYielding tasks run on threads of their own at the lowest CPU priority
-// (nice 19), which the kernel runs only on CPU that normal threads leave
-// idle: one tenant's work beyond its first call then cannot slow another
-// tenant's calls (design.md §10), yet it runs at full speed on an
-// otherwise idle server. Both lanes share the bound of `max_queued`.
+// (nice 19: a scheduler weight of 15 against a normal thread's 1024), so
+// that while normal threads want the CPU they get little of it, and on an
+// otherwise idle server they run at full speed: one tenant's work beyond
+// its share (tenant_quota.h) then slows other tenants' calls less. Both
+// lanes share the bound of `max_queued`, of which the yielding lane may
+// fill half, so that starved yielding tasks cannot crowd out normal ones.
+//
+// A thread inherits its creator's nice value. A yielding task therefore
+// never calls into gRPC, which may start a thread of its own to serve
+// every caller: it hands its answer to a normal thread (Post).
 //
 // Thread-safe.
 class WorkerPool {
@@ -46,24 +52,37 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   // Queues `task` in `lane`. Without running it, answers kFull while
-  // `max_queued` tasks wait in both lanes, and kShuttingDown once Shutdown
-  // began.
+  // `max_queued` tasks wait in both lanes (or half of that in the yielding
+  // lane), and kShuttingDown once Shutdown began.
   Admission Submit(std::function<void()> task, Lane lane = Lane::kNormal);
 
-  // Stops accepting tasks, runs the ones queued and joins the threads.
-  // Idempotent.
+  // Runs `task` on a thread of the normal lane, past the bound: for the
+  // answer of a task in the yielding lane, and only from one (those tasks
+  // are bounded, and Shutdown keeps the normal lane until the yielding
+  // lane is done). Without a yielding lane, runs `task` here.
+  void Post(std::function<void()> task);
+
+  // Stops accepting tasks, runs the ones queued, and joins the threads:
+  // the yielding lane's first, then the normal lane's, which so also run
+  // what the yielding tasks posted. Idempotent.
   void Shutdown();
 
  private:
   void Run(Lane lane);
 
   const size_t max_queued_;
+  const size_t max_yielding_queued_;
   const bool has_yielding_lane_;
   absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   std::deque<std::function<void()>> yielding_tasks_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;  // Submit refuses.
+  // Each lane's threads return once these are set and their queue is empty.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;  // Written by the constructor and Shutdown only.
+  bool yielding_stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Written by the constructor and Shutdown only.
+  std::vector<std::thread> threads_;
+  std::vector<std::thread> yielding_threads_;
 };
 
 }  // namespace dedup::server

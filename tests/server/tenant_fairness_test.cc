@@ -14,13 +14,17 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "prometheus/metric_family.h"
@@ -66,56 +70,68 @@ TEST(TenantQuotaTest, CallersWithoutAnIdentityAreNotLimitedOneByOne) {
 }
 
 // A tenant's second task at once is beyond its share only while another
-// tenant has been active within the last window or the one before it.
+// tenant has started one in the current window or the one before.
 TEST(TenantQuotaTest, ATasksBesideAnotherOfItsTenantAreBeyondItsShareOnlyWhileOthersAreActive) {
   using Start = TenantQuota::TaskStart;
+  using std::chrono::milliseconds;
   TenantQuota quota({/*max_open_streams=*/1, /*max_queued_tasks=*/8});
-  const auto t0 = std::chrono::steady_clock::now();
+  // A whole multiple of the window, where one begins.
+  const std::chrono::steady_clock::time_point t0(1000 * TenantQuota::kActiveWindow);
   // Alone, every task of "a" is within its share.
   EXPECT_EQ(quota.StartTask("a", t0), Start::kShare);
   EXPECT_EQ(quota.StartTask("a", t0), Start::kShare);
   // "b" becomes active: its first task is within its share, while a's
   // third and b's second, each beside tasks of their own, are beyond it.
   // Once "a" holds none, its next task is within its share again.
-  EXPECT_EQ(quota.StartTask("b", t0), Start::kShare);
-  EXPECT_EQ(quota.StartTask("a", t0), Start::kBeyondShare);
-  EXPECT_EQ(quota.StartTask("b", t0), Start::kBeyondShare);
+  const auto b_start = t0 + milliseconds(900);
+  EXPECT_EQ(quota.StartTask("b", b_start), Start::kShare);
+  EXPECT_EQ(quota.StartTask("a", b_start), Start::kBeyondShare);
+  EXPECT_EQ(quota.StartTask("b", b_start), Start::kBeyondShare);
   for (int i = 0; i < 3; ++i) quota.FinishTask("a");
-  EXPECT_EQ(quota.StartTask("a", t0), Start::kShare);
-  // A window later, "b" still counts as active from the window before.
-  const auto t1 = t0 + TenantQuota::kActiveWindow;
-  EXPECT_EQ(quota.StartTask("a", t1), Start::kBeyondShare);
-  // Two windows after b's last start, "a" is alone again.
-  const auto t2 = t1 + TenantQuota::kActiveWindow;
-  EXPECT_EQ(quota.StartTask("a", t2), Start::kShare);
-  EXPECT_EQ(quota.StartTask("a", t2 + TenantQuota::kActiveWindow * 3), Start::kShare);
+  EXPECT_EQ(quota.StartTask("a", b_start), Start::kShare);
+  // In the next window, "b" still counts as active from the one before.
+  EXPECT_EQ(quota.StartTask("a", t0 + TenantQuota::kActiveWindow + milliseconds(950)),
+            Start::kBeyondShare);
+  // Two windows on, "a" is alone again, though b's last start was only
+  // 1.15 windows ago.
+  EXPECT_EQ(quota.StartTask("a", t0 + 2 * TenantQuota::kActiveWindow + milliseconds(50)),
+            Start::kShare);
+  EXPECT_EQ(quota.StartTask("a", t0 + 9 * TenantQuota::kActiveWindow), Start::kShare);
   // Callers without an identity share nothing and are never beyond it.
-  EXPECT_EQ(quota.StartTask("", t2), Start::kShare);
-  EXPECT_EQ(quota.StartTask("", t2), Start::kShare);
+  EXPECT_EQ(quota.StartTask("", t0), Start::kShare);
+  EXPECT_EQ(quota.StartTask("", t0), Start::kShare);
 }
 
-// The yielding lane runs on threads at nice 19, the normal lane at the
-// process's own priority, and both lanes share one bound.
-TEST(WorkerPoolTest, YieldingTasksRunAtTheLowestPriorityAndShareTheQueueBound) {
-  const int own = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
-  WorkerPool pool(/*threads=*/1, /*max_queued=*/2, "test-worker", /*yielding_threads=*/1);
-  const auto priority_in = [&pool](WorkerPool::Lane lane) {
-    std::atomic<int> seen{-100};
-    absl::Notification done;
-    EXPECT_EQ(pool.Submit(
-                  [&] {
-                    seen = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
-                    done.Notify();
-                  },
-                  lane),
-              WorkerPool::Admission::kQueued);
-    done.WaitForNotification();
-    return seen.load();
-  };
-  EXPECT_EQ(priority_in(WorkerPool::Lane::kNormal), own);
-  EXPECT_EQ(priority_in(WorkerPool::Lane::kYielding), 19);
+int PriorityOfThisThread() {
+  return getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+}
 
-  // Both threads held; one task waits in each lane, and a third is refused.
+// The yielding lane runs on threads at nice 19, the normal lane and what
+// yielding tasks post at the process's own priority; both lanes share one
+// bound, of which the yielding lane may fill half.
+TEST(WorkerPoolTest, YieldingTasksRunAtTheLowestPriorityAndPostTheirAnswersToNormalThreads) {
+  const int own = PriorityOfThisThread();
+  WorkerPool pool(/*threads=*/1, /*max_queued=*/4, "test-worker", /*yielding_threads=*/1);
+  std::atomic<int> normal{-100}, yielding{-100}, posted{-100};
+  absl::Notification done;
+  ASSERT_EQ(pool.Submit([&] { normal = PriorityOfThisThread(); }), WorkerPool::Admission::kQueued);
+  ASSERT_EQ(pool.Submit(
+                [&] {
+                  yielding = PriorityOfThisThread();
+                  pool.Post([&] {
+                    posted = PriorityOfThisThread();
+                    done.Notify();
+                  });
+                },
+                WorkerPool::Lane::kYielding),
+            WorkerPool::Admission::kQueued);
+  done.WaitForNotification();
+  EXPECT_EQ(normal.load(), own);
+  EXPECT_EQ(yielding.load(), 19);
+  EXPECT_EQ(posted.load(), own);
+
+  // Both threads held: the yielding lane takes two waiting tasks of four,
+  // and the normal lane the rest.
   absl::Notification release, normal_started, yielding_started;
   ASSERT_EQ(pool.Submit([&] {
     normal_started.Notify();
@@ -132,13 +148,55 @@ TEST(WorkerPoolTest, YieldingTasksRunAtTheLowestPriorityAndShareTheQueueBound) {
   normal_started.WaitForNotification();
   yielding_started.WaitForNotification();
   std::atomic<int> ran{0};
-  EXPECT_EQ(pool.Submit([&] { ++ran; }), WorkerPool::Admission::kQueued);
-  EXPECT_EQ(pool.Submit([&] { ++ran; }, WorkerPool::Lane::kYielding),
-            WorkerPool::Admission::kQueued);
-  EXPECT_EQ(pool.Submit([&] { ++ran; }, WorkerPool::Lane::kYielding), WorkerPool::Admission::kFull);
+  const auto count = [&] { ++ran; };
+  EXPECT_EQ(pool.Submit(count, WorkerPool::Lane::kYielding), WorkerPool::Admission::kQueued);
+  EXPECT_EQ(pool.Submit(count, WorkerPool::Lane::kYielding), WorkerPool::Admission::kQueued);
+  EXPECT_EQ(pool.Submit(count, WorkerPool::Lane::kYielding), WorkerPool::Admission::kFull);
+  EXPECT_EQ(pool.Submit(count), WorkerPool::Admission::kQueued);
+  EXPECT_EQ(pool.Submit(count), WorkerPool::Admission::kQueued);
+  EXPECT_EQ(pool.Submit(count), WorkerPool::Admission::kFull);
   release.Notify();
   pool.Shutdown();
-  EXPECT_EQ(ran.load(), 2);
+  EXPECT_EQ(ran.load(), 4);
+}
+
+// Shutdown ends the yielding lane first, so the answers its last tasks
+// post still run.
+TEST(WorkerPoolTest, ShutdownRunsWhatTheLastYieldingTasksPost) {
+  WorkerPool pool(/*threads=*/1, /*max_queued=*/8, "test-worker", /*yielding_threads=*/1);
+  std::atomic<int> posted{0};
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(pool.Submit(
+                  [&] {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                    pool.Post([&] { ++posted; });
+                  },
+                  WorkerPool::Lane::kYielding),
+              WorkerPool::Admission::kQueued);
+  }
+  pool.Shutdown();
+  EXPECT_EQ(posted.load(), 4);
+  EXPECT_EQ(pool.Submit([] {}), WorkerPool::Admission::kShuttingDown);
+}
+
+// The threads of this process at nice 19 whose names do not end in "-y":
+// threads that a yielding worker started, which inherited its priority.
+std::vector<std::string> LowPriorityThreadsOutsideTheYieldingLane() {
+  std::vector<std::string> found;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    const std::string name = stat.substr(open + 1, close - open - 1);
+    std::istringstream fields(stat.substr(close + 1));
+    std::string field;
+    // After the name: state (field 3) ... nice (field 19).
+    for (int i = 3; i <= 19 && fields >> field; ++i) {
+    }
+    if (field == "19" && !absl::EndsWith(name, "-y")) found.push_back(name);
+  }
+  return found;
 }
 
 // Two tenants by bearer token (plaintext is allowed on loopback), one
@@ -307,6 +365,27 @@ double ClaimP99(const std::function<grpc::Status(int)>& claim, int calls) {
   return ms[std::min<size_t>(ms.size() - 1, ms.size() * 99 / 100)];
 }
 
+// Two identities each making one call at a time are never beyond their
+// shares: a task gives its tenant's slot back before its answer leaves, so
+// the caller's next call does not find it still counted.
+TEST_P(TenantLoadTest, IdentitiesMakingOneCallAtATimeStayWithinTheirShares) {
+  // Each identity sends Batches of one Claim, one at a time, on a
+  // connection of its own.
+  const auto calls = [this](const char* token, const std::string& prefix) {
+    std::unique_ptr<v1::Dedup::Stub> stub = OwnConnection();
+    for (int i = 0; i < 2000; ++i) {
+      v1::BatchRequest batch;
+      *batch.add_operations() = Op(ClaimOf(kNs, absl::StrCat(prefix, i), "w"));
+      v1::BatchResponse response;
+      EXPECT_THAT(stub->Batch(ContextOf(token).get(), batch, &response), IsOk());
+    }
+  };
+  std::thread a([&] { calls(kTokenA, "a-"); });
+  calls(kTokenB, "b-");
+  a.join();
+  EXPECT_EQ(BeyondShare(), 0);
+}
+
 TEST_P(TenantLoadTest, AnotherIdentityIsServedWhileOneHoldsItsLimits) {
   constexpr int kCalls = 300;
   // B has a connection of its own, as a tenant's client would: on A's,
@@ -357,6 +436,15 @@ TEST_P(TenantLoadTest, AnotherIdentityIsServedWhileOneHoldsItsLimits) {
   // share.
   const double beyond_share = BeyondShare();
   EXPECT_GT(beyond_share, 0);
+  EXPECT_LE(beyond_share, a_served.load() + a_refused.load());
+  // Nothing is left counted once every call is answered and every Stream
+  // closed, and no thread but the yielding workers runs at nice 19.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (server_->server().tenants().tenants() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(server_->server().tenants().tenants(), 0u);
+  EXPECT_THAT(LowPriorityThreadsOutsideTheYieldingLane(), ::testing::IsEmpty());
 
   std::printf(
       "[ measured ] execution %s: identity B's Claim p99: %.2f ms idle, %.2f ms (%.1fx) while "
