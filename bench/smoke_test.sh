@@ -34,3 +34,18 @@ PY
 run client blocking --callers=8
 run batch blocking --callers=4 --batch=16 --duplicates=0.5 --complete --retention_ms=3600000
 run async async --async_in_flight=32 --async_threads=2 --duplicates=0.5 --complete
+
+# --bearer_token_file goes only with Batch requests, and must hold a token.
+expect_refused() {  # WHAT FLAGS...
+  local what="$1" err; shift
+  if err="$("$bench" --system=dedupd --target=127.0.0.1:1 --progress=false "$@" 2>&1)"; then
+    echo "dedup_bench ran with $*" >&2
+    exit 1
+  fi
+  grep -q -- "$what" <<<"$err" || { echo "no '$what' in: $err" >&2; exit 1; }
+  echo "refused: $*"
+}
+: >"$out/empty-token"
+echo "a-token" >"$out/token"
+expect_refused "with --dedupd_api=batch only" --dedupd_api=client --bearer_token_file="$out/token"
+expect_refused "cannot read a token" --dedupd_api=batch --batch=4 --bearer_token_file="$out/empty-token"

@@ -78,15 +78,6 @@ void DedupService::TaskSlot::Release() {
   service_->tenants_.FinishTask(tenant_);
 }
 
-void DedupService::TaskSlot::Answer(std::function<void()> answer) {
-  Release();
-  if (yielding_) {
-    service_->pool_->Post(std::move(answer));
-  } else {
-    answer();
-  }
-}
-
 grpc::Status DedupService::Submit(const Caller& caller, std::function<void(TaskSlot&)> task) {
   const TenantQuota::TaskStart start = tenants_.StartTask(caller.tenant);
   if (start == TenantQuota::TaskStart::kRefused) {

@@ -2,8 +2,10 @@
 #define DEDUP_SERVER_DEDUP_SERVICE_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "dedup/v1/dedup.grpc.pb.h"
 #include "server/authorization.h"
@@ -116,8 +118,17 @@ class DedupService final : public v1::Dedup::CallbackService {
     // not find this one still counted, then runs `answer`, which calls into
     // gRPC: here, or from the yielding lane on a normal thread
     // (WorkerPool::Post). At most once per task; a task that returns
-    // without answering gives its slot back then.
-    void Answer(std::function<void()> answer);
+    // without answering gives its slot back then. A template, so that the
+    // common case, answering here, wraps nothing in a std::function.
+    template <typename F>
+    void Answer(F&& answer) {
+      Release();
+      if (yielding_) {
+        service_->pool_->Post(std::function<void()>(std::forward<F>(answer)));
+      } else {
+        std::forward<F>(answer)();
+      }
+    }
 
    private:
     friend class DedupService;
