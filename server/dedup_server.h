@@ -62,6 +62,8 @@ class DedupServer {
   WorkerPool* pool() const { return pool_.get(); }
   // What each tenant holds now, for tests.
   const TenantQuota& tenants() const { return service_->tenants(); }
+  // The calls' service, for tests that submit tasks to it directly.
+  DedupService* service() const { return service_.get(); }
   Metrics* metrics() const { return metrics_.get(); }
   // Reads storage statistics and health now instead of at the next interval.
   void RefreshStorageStats() { monitor_->Refresh(); }
