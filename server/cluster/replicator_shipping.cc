@@ -314,11 +314,18 @@ void Replicator::ShipLoop(uint32_t peer) {
   uint64_t seen = 0;
   uint64_t seen_all = 0;
   absl::Time last_heartbeat = absl::InfinitePast();
+  // `more`: look at every shard next round, at once (the first round, a
+  // call that failed, a round cut short by its byte budget). `behind`: the
+  // shards a follower still lacks entries of after the last call, looked
+  // at next round, at once. Under load most calls end with new entries
+  // already waiting; looking at those shards alone, not at every shard
+  // this node leads, keeps a round's cost independent of the shard count.
   bool more = true;
+  std::set<uint32_t> behind;
   bool ship_supported = true;
   absl::Time last_refusal_logged = absl::InfinitePast();
   while (!stopped_.load()) {
-    if (!more) {
+    if (!more && behind.empty()) {
       absl::MutexLock lock(&ship_mu_);
       auto woken = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ship_mu_) {
         return stopped_.load() || ship_generation_ != seen;
@@ -331,17 +338,19 @@ void Replicator::ShipLoop(uint32_t peer) {
     // each follower one call, not two.
     const bool heartbeat = now - last_heartbeat >= tick;
     if (heartbeat) last_heartbeat = now;
-    // Which shards to look at: those with new entries, or all of them on
-    // a heartbeat, after a change of leadership or placement, and while a
-    // shard has more to send than the last call took (or a call failed).
+    // Which shards to look at: those with new entries and those still
+    // behind, or all of them on a heartbeat, after a change of leadership
+    // or placement, after a round cut short and after a failed call.
     std::set<uint32_t> due;
+    due.swap(behind);
     bool scan_all = heartbeat || more;
     {
       absl::MutexLock lock(&ship_mu_);
       seen = ship_generation_;
       if (seen_all != ship_all_generation_) scan_all = true;
       seen_all = ship_all_generation_;
-      due.swap(ship_due_[peer]);
+      due.merge(ship_due_[peer]);
+      ship_due_[peer].clear();
     }
     if (stopped_.load()) return;
     more = false;
@@ -439,9 +448,11 @@ void Replicator::ShipLoop(uint32_t peer) {
       }
     }
     for (size_t i = 0; i < outgoing.size(); ++i) {
-      if (TakeAppendResult(outgoing[i], peer, statuses[i], responses[i], &more)) {
+      bool lacks = false;
+      if (TakeAppendResult(outgoing[i], peer, statuses[i], responses[i], &lacks)) {
         ReleaseLeaderKey(outgoing[i].shard->index, outgoing[i].epoch);
       }
+      if (lacks) behind.insert(outgoing[i].shard->index);
     }
     // A shard whose log could not be read goes again with the next round,
     // which looks at every shard (and pauses if nothing else is due).
