@@ -218,6 +218,8 @@ absl::StatusOr<LogPosition> ReplicationLog::Append(uint32_t shard, uint64_t epoc
   if (written.ok()) written = Write(dir_, durability_, &entry, /*sync=*/true, what);
   if (!written.ok()) return written;
   log.last = next;
+  const LogEntry appended{epoch, next.seq, batch};
+  ExtendTail(log, absl::MakeConstSpan(&appended, 1));
   return next;
 }
 
@@ -249,7 +251,12 @@ absl::StatusOr<std::vector<LogPosition>> ReplicationLog::AppendAll(
     status = Write(dir_, durability_, &batch, /*sync=*/true, "appending to the log");
   }
   if (status.ok()) {
-    for (size_t i = 0; i < appends.size(); ++i) shards_[appends[i].shard]->last = positions[i];
+    for (size_t i = 0; i < appends.size(); ++i) {
+      ShardLog& log = *shards_[appends[i].shard];
+      log.last = positions[i];
+      const LogEntry appended{positions[i].epoch, positions[i].seq, appends[i].batch};
+      ExtendTail(log, absl::MakeConstSpan(&appended, 1));
+    }
   }
   for (size_t i : order) shards_[appends[i].shard]->mu.Unlock();
   if (!status.ok()) return status;
@@ -268,6 +275,45 @@ absl::StatusOr<LogEntry> ReplicationLog::ReadEntry(uint32_t shard, uint64_t seq)
     return absl::DataLossError(absl::StrCat("shard ", shard, ": log entry ", seq, " is corrupt"));
   }
   return LogEntry{GetBigEndian(absl::string_view(value).substr(1), 8), seq, value.substr(9)};
+}
+
+const LogEntry* ReplicationLog::InTail(const ShardLog& log, uint64_t seq) {
+  if (log.tail.empty() || seq < log.tail.front().seq || seq > log.tail.back().seq) return nullptr;
+  return &log.tail[seq - log.tail.front().seq];
+}
+
+void ReplicationLog::ExtendTail(ShardLog& log, absl::Span<const LogEntry> entries) {
+  // Entries the log already held at the same position were kept as they
+  // were (StageAppendAfter), and so are they here.
+  while (!entries.empty()) {
+    const LogEntry* held = InTail(log, entries.front().seq);
+    if (held == nullptr || held->epoch != entries.front().epoch) break;
+    entries.remove_prefix(1);
+  }
+  if (entries.empty()) return;
+  if (entries.back().position() != log.last) {
+    // The log held more than `entries`, all equal: not worth a read.
+    ClearTail(log);
+    return;
+  }
+  while (!log.tail.empty() && log.tail.back().seq >= entries.front().seq) {
+    log.tail_bytes -= log.tail.back().batch.size();
+    log.tail.pop_back();
+  }
+  if (!log.tail.empty() && log.tail.back().seq + 1 != entries.front().seq) ClearTail(log);
+  for (const LogEntry& entry : entries) {
+    log.tail.push_back(entry);
+    log.tail_bytes += entry.batch.size();
+  }
+  while (!log.tail.empty() && (log.tail.size() > kTailEntries || log.tail_bytes > kTailBytes)) {
+    log.tail_bytes -= log.tail.front().batch.size();
+    log.tail.pop_front();
+  }
+}
+
+void ReplicationLog::ClearTail(ShardLog& log) {
+  log.tail.clear();
+  log.tail_bytes = 0;
 }
 
 absl::Status ReplicationLog::StageAppendAfter(uint32_t shard, ShardLog& log, uint64_t leader_epoch,
@@ -299,10 +345,12 @@ absl::Status ReplicationLog::StageAppendAfter(uint32_t shard, ShardLog& log, uin
     // Most appends follow the log's last entry, whose epoch is known
     // without a read.
     uint64_t epoch_at_prev = log.last.epoch;
-    if (prev.seq != log.last.seq) {
-      absl::StatusOr<LogEntry> at = ReadEntry(shard, prev.seq);
-      if (!at.ok()) return at.status();
+    if (const LogEntry* at = InTail(log, prev.seq); prev.seq != log.last.seq && at != nullptr) {
       epoch_at_prev = at->epoch;
+    } else if (prev.seq != log.last.seq) {
+      absl::StatusOr<LogEntry> read = ReadEntry(shard, prev.seq);
+      if (!read.ok()) return read.status();
+      epoch_at_prev = read->epoch;
     }
     if (epoch_at_prev != prev.epoch) {
       return absl::AbortedError(absl::StrCat("shard ", shard, ": entry ", prev.seq, " is of epoch ",
@@ -399,6 +447,7 @@ std::vector<absl::Status> ReplicationLog::AppendAfterAll(absl::Span<const Follow
     if (results[i].ok()) {
       log.last = lasts[i];
       log.promised = std::max(log.promised, appends[i].leader_epoch);
+      ExtendTail(log, appends[i].entries);
     }
     log.mu.Unlock();
   }
@@ -445,9 +494,24 @@ absl::StatusOr<LogPosition> ReplicationLog::Promise(uint32_t shard, uint64_t epo
 
 absl::StatusOr<std::vector<LogEntry>> ReplicationLog::Read(uint32_t shard, uint64_t from_seq,
                                                            size_t max_bytes) const {
-  const std::string prefix = ShardKey(kEntryTag, shard);
   std::vector<LogEntry> entries;
   size_t bytes = 0;
+  {
+    const ShardLog& log = *shards_[shard];
+    absl::MutexLock lock(&log.mu);
+    if (!log.tail.empty() && from_seq >= log.tail.front().seq) {
+      // From the tail, which ends where the log does. Sizes count as the
+      // stored values do: a 9-byte header and the batch.
+      for (uint64_t seq = from_seq; seq <= log.tail.back().seq; ++seq) {
+        const LogEntry& entry = log.tail[seq - log.tail.front().seq];
+        if (!entries.empty() && bytes + 9 + entry.batch.size() > max_bytes) break;
+        entries.push_back(entry);
+        bytes += 9 + entry.batch.size();
+      }
+      return entries;
+    }
+  }
+  const std::string prefix = ShardKey(kEntryTag, shard);
   const EntryRange range(shard);
   std::unique_ptr<rocksdb::Iterator> it(dir_->db()->NewIterator(range.options, dir_->log()));
   for (it->Seek(EntryKey(shard, from_seq)); it->Valid() && it->key().starts_with(prefix);
@@ -534,6 +598,8 @@ std::vector<absl::Status> ReplicationLog::ApplyAll(absl::Span<const ShardApply> 
       if (!known.empty() && next >= known.front().seq && next - known.front().seq < known.size() &&
           known[next - known.front().seq].seq == next) {
         entry = &known[next - known.front().seq];
+      } else if (const LogEntry* held = InTail(log, next); held != nullptr) {
+        entry = held;
       } else {
         read = ReadEntry(a.shard, next);
         if (!read.ok()) {
@@ -586,6 +652,10 @@ absl::Status ReplicationLog::TrimThrough(uint32_t shard, uint64_t seq) {
                 absl::StrCat("trimming shard ", shard, "'s log"));
   if (!deleted.ok()) return deleted;
   log.first_seq = seq + 1;
+  while (!log.tail.empty() && log.tail.front().seq <= seq) {
+    log.tail_bytes -= log.tail.front().batch.size();
+    log.tail.pop_front();
+  }
   return absl::OkStatus();
 }
 
@@ -642,6 +712,7 @@ absl::Status ReplicationLog::BeginRestore(uint32_t shard) {
   log.last = {};
   log.applied = {};
   log.first_seq = 1;
+  ClearTail(log);
   return absl::OkStatus();
 }
 
@@ -669,6 +740,7 @@ absl::Status ReplicationLog::FinishRestore(uint32_t shard, LogPosition position)
   log.applied = position;
   log.last = position;
   log.first_seq = position.seq + 1;
+  ClearTail(log);
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
@@ -209,7 +210,15 @@ class ReplicationLog {
     LogPosition last ABSL_GUARDED_BY(mu);
     LogPosition applied ABSL_GUARDED_BY(mu);
     uint64_t promised ABSL_GUARDED_BY(mu) = 0;
+    // The newest entries, as written: empty, or consecutive entries that
+    // end at `last` (kTailEntries and kTailBytes at most). What a leader
+    // ships and applies next, and a follower applies next, is mostly here,
+    // and is then not read back from RocksDB.
+    std::deque<LogEntry> tail ABSL_GUARDED_BY(mu);
+    size_t tail_bytes ABSL_GUARDED_BY(mu) = 0;
   };
+  static constexpr size_t kTailEntries = 64;
+  static constexpr size_t kTailBytes = 64 << 10;
 
   ReplicationLog(DataDir* dir, Durability durability);
   absl::Status Load(uint32_t shard, ShardLog* log);
@@ -221,6 +230,15 @@ class ReplicationLog {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(log.mu);
   // The entry at `seq`, or NOT_FOUND.
   absl::StatusOr<LogEntry> ReadEntry(uint32_t shard, uint64_t seq) const;
+  // The tail's entry at `seq`, or null when the tail does not hold it.
+  static const LogEntry* InTail(const ShardLog& log, uint64_t seq)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(log.mu);
+  // Keeps the tail's promise once `entries` (consecutive) were written and
+  // the log ends at `log.last`: entries from the first of them on are
+  // replaced, and a tail that would not end at `log.last` is dropped.
+  static void ExtendTail(ShardLog& log, absl::Span<const LogEntry> entries)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(log.mu);
+  static void ClearTail(ShardLog& log) ABSL_EXCLUSIVE_LOCKS_REQUIRED(log.mu);
 
   DataDir* const dir_;
   const Durability durability_;

@@ -9,6 +9,7 @@
 
 #include <iostream>
 #include <memory>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -393,6 +394,94 @@ TEST_F(ReplicationLogTest, OnlyAppliedEntriesAreTrimmedAndTheLogEndSurvivesIt) {
       << "entries before 5 are trimmed";
   ASSERT_TRUE(log_->AppendAfter(kShard, 2, {1, 4}, {Entry(2, 5, {"n"})}).ok());
   EXPECT_EQ(log_->Last(kShard), (LogPosition{2, 5}));
+}
+
+// The log keeps its newest entries in memory and reads, ships and applies
+// them from there. Whatever a seeded mix of leader and follower appends
+// (replacing uncommitted tails), applies, trims, promises and restores did,
+// every read answers exactly what the entries written to RocksDB say: a
+// second log on the same data directory, with nothing in memory, reads
+// them from RocksDB alone.
+TEST_F(ReplicationLogTest, ReadsFromMemoryAnswerWhatRocksDbHolds) {
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kBuffered));
+  absl::StatusOr<std::unique_ptr<ReplicationLog>> opened =
+      ReplicationLog::Open(data_.get(), Durability::kBuffered);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  const ReplicationLog& stored = **opened;
+  std::mt19937_64 random(20261206);
+  auto pick = [&](uint64_t n) { return n == 0 ? 0 : random() % n; };
+  // One leader per epoch writes one entry per seq: an entry's content is
+  // a function of its position, as in the protocol.
+  auto at = [](uint64_t epoch, uint64_t seq) {
+    return Batch({"e" + std::to_string(epoch) + "-" + std::to_string(seq)});
+  };
+  uint64_t epoch = 1;
+  for (int step = 0; step < 1500; ++step) {
+    const LogPosition last = log_->Last(kShard);
+    const LogPosition applied = log_->Applied(kShard);
+    const uint64_t op = pick(100);
+    std::string did;
+    if (op < 35) {
+      did = "append";
+      (void)log_->Append(kShard, epoch, at(epoch, last.seq + 1));
+    } else if (op < 45) {
+      did = "append all";
+      (void)log_->AppendAll({{kShard, epoch, at(epoch, last.seq + 1)},
+                             {kShard + 1, epoch, at(epoch, log_->Last(kShard + 1).seq + 1)}});
+    } else if (op < 70) {
+      // A follower's append after an entry it may or may not hold, from a
+      // leader of this epoch or the next; some replace a tail, some fail.
+      const uint64_t leader_epoch = epoch + pick(2);
+      const uint64_t prev_seq = applied.seq + pick(last.seq - applied.seq + 2);
+      std::vector<LogEntry> held = ReadAll(prev_seq);
+      LogPosition prev{held.empty() || held.front().seq != prev_seq ? epoch : held.front().epoch,
+                       prev_seq};
+      if (prev_seq == applied.seq) prev = applied;
+      std::vector<LogEntry> entries;
+      for (uint64_t n = pick(6), seq = prev_seq + 1; n > 0; --n, ++seq) {
+        uint64_t e = std::max(prev.epoch, leader_epoch - pick(2));
+        if (!entries.empty()) e = std::max(e, entries.back().epoch);
+        entries.push_back(LogEntry{e, seq, at(e, seq)});
+      }
+      did = "follower append";
+      if (log_->AppendAfter(kShard, leader_epoch, prev, entries).ok()) {
+        epoch = std::max(epoch, leader_epoch);
+      }
+    } else if (op < 82) {
+      did = "apply";
+      (void)log_->ApplyThrough(kShard, applied.seq + pick(last.seq - applied.seq + 1));
+    } else if (op < 90) {
+      did = "trim";
+      (void)log_->TrimThrough(kShard, pick(applied.seq + 1));
+    } else if (op < 97) {
+      did = "promise";
+      if (log_->Promise(kShard, epoch + 1).ok()) ++epoch;
+    } else {
+      did = "restore";
+      ASSERT_TRUE(log_->BeginRestore(kShard).ok());
+      ASSERT_TRUE(log_->FinishRestore(kShard, {epoch, last.seq + pick(3)}).ok());
+    }
+    const LogPosition now = log_->Last(kShard);
+    // The log's first entries, its end, and starts among the last 80
+    // (the tail holds up to 64).
+    std::vector<uint64_t> starts = {0, 1, now.seq, now.seq + 1};
+    for (int i = 0; i < 6; ++i)
+      starts.push_back(now.seq + 1 - std::min<uint64_t>(now.seq, pick(81)));
+    for (uint64_t from : starts) {
+      for (size_t max_bytes : {size_t{200}, size_t{1} << 30}) {
+        absl::StatusOr<std::vector<LogEntry>> live = log_->Read(kShard, from, max_bytes);
+        absl::StatusOr<std::vector<LogEntry>> disk = stored.Read(kShard, from, max_bytes);
+        ASSERT_TRUE(live.ok() && disk.ok());
+        ASSERT_EQ(Positions(*live), Positions(*disk))
+            << "step " << step << " (" << did << "), from " << from << ", " << max_bytes
+            << " bytes";
+        for (size_t i = 0; i < live->size(); ++i) {
+          ASSERT_EQ((*live)[i].batch, (*disk)[i].batch) << "step " << step << ", from " << from;
+        }
+      }
+    }
+  }
+  EXPECT_GT(log_->Applied(kShard).seq, 50u) << "the mix applied entries";
 }
 
 TEST_F(ReplicationLogTest, ARestoreCopiesTheRecordsAndTheLogContinuesAfterItsPosition) {
