@@ -344,6 +344,9 @@ void DedupServer::Shutdown(absl::Duration grace) {
     // replication service still answers them (docs/replication.md §6).
     replicator_->HandOff(std::min(grace / 2, absl::Seconds(5)));
   }
+  // Clients hold Streams open for as long as they like: ended here, once
+  // their batches are answered, they do not keep the shutdown waiting.
+  if (service_ != nullptr) service_->CloseStreams();
   if (grpc_server_ != nullptr) {
     grpc_server_->GetHealthCheckService()->Shutdown();
     // Waits for in-flight calls until the deadline, then cancels them; the

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -426,6 +427,34 @@ absl::Status DedupService::TryOpenStream(const Caller& caller) {
 void DedupService::StreamClosed(const Caller& caller) {
   tenants_.CloseStream(caller.tenant);
   open_streams_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool DedupService::AddStream(StreamReactor* stream) {
+  absl::MutexLock lock(&streams_mu_);
+  if (streams_closed_) return false;
+  streams_.insert(stream);
+  return true;
+}
+
+void DedupService::RemoveStream(StreamReactor* stream) {
+  absl::MutexLock lock(&streams_mu_);
+  streams_.erase(stream);
+}
+
+void DedupService::CloseStreams() {
+  const grpc::Status closing(grpc::StatusCode::UNAVAILABLE, kStreamClosedByShutdown);
+  std::vector<std::pair<StreamReactor*, grpc::Status>> finish_now;
+  {
+    absl::MutexLock lock(&streams_mu_);
+    streams_closed_ = true;
+    for (StreamReactor* stream : streams_) {
+      if (std::optional<grpc::Status> status = stream->Close(closing); status.has_value()) {
+        finish_now.emplace_back(stream, *std::move(status));
+      }
+    }
+  }
+  // gRPC deletes none of these before its Finish.
+  for (auto& [stream, status] : finish_now) stream->Finish(std::move(status));
 }
 
 grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse>* DedupService::Stream(

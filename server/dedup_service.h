@@ -6,7 +6,11 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "dedup/v1/dedup.grpc.pb.h"
 #include "server/authorization.h"
 #include "server/cluster/replicator.h"
@@ -27,6 +31,8 @@ inline constexpr int kMaxBatchOperations = 1000;
 
 // INVALID_ARGUMENT when `request` holds more than kMaxBatchOperations.
 absl::Status CheckBatchSize(const v1::BatchRequest& request);
+
+class StreamReactor;
 
 // The dedup.v1.Dedup service on gRPC's callback API. Handlers validate on
 // the gRPC thread, then run storage work and finish either on the worker
@@ -163,6 +169,19 @@ class DedupService final : public v1::Dedup::CallbackService {
   absl::Status TryOpenStream(const Caller& caller);
   void StreamClosed(const Caller& caller);
 
+  // The Streams open now, so that a server shutting down can end them:
+  // AddStream returns false once CloseStreams has run (the Stream must
+  // then end at once); RemoveStream comes from the reactor's OnDone.
+  bool AddStream(StreamReactor* stream);
+  void RemoveStream(StreamReactor* stream);
+  // Ends every open Stream with UNAVAILABLE once the batches it has read
+  // are answered and written, reading no more, and ends every Stream
+  // opened later at once. A client holds its Stream open for as long as it
+  // likes, so without this a shutdown would wait out its whole grace and
+  // then cancel them; the client library retries what such a Stream
+  // leaves unanswered (on another node, in a cluster).
+  void CloseStreams();
+
   WorkerPool* pool() const { return pool_; }
   const TenantQuota& tenants() const { return tenants_; }
   const ServerLimits& limits() const { return limits_; }
@@ -193,6 +212,9 @@ class DedupService final : public v1::Dedup::CallbackService {
   const Execution execution_;
   std::atomic<uint32_t> open_streams_{0};
   TenantQuota tenants_;
+  absl::Mutex streams_mu_;  // Before any StreamReactor's own.
+  absl::flat_hash_set<StreamReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
+  bool streams_closed_ ABSL_GUARDED_BY(streams_mu_) = false;
 };
 
 // Why a call that waited for a worker must not reach storage: CANCELLED or

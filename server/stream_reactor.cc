@@ -21,6 +21,25 @@ StreamReactor::StreamReactor(DedupService* service, absl::StatusOr<Caller> calle
     return;
   }
   caller_ = *std::move(caller);
+  listed_ = service_->AddStream(this);
+  bool finish = false;
+  grpc::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    // Streams are closed already, or were closed since AddStream (Close
+    // then left the finish to this constructor).
+    if (!listed_) {
+      closing_ = true;
+      final_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, kStreamClosedByShutdown);
+    }
+    started_ = true;
+    finish = TakeFinish();
+    status = final_status_;
+  }
+  if (finish) {
+    Finish(status);
+    return;
+  }
   StartRead(&request_);
 }
 
@@ -39,7 +58,7 @@ void StreamReactor::NoteFreed(uint64_t bytes) {
 }
 
 bool StreamReactor::ResumeReading() {
-  if (!reading_paused_ || reads_done_ || broken_ || !UnderBudget()) return false;
+  if (!reading_paused_ || reads_done_ || closing_ || broken_ || !UnderBudget()) return false;
   reading_paused_ = false;
   return true;
 }
@@ -71,6 +90,18 @@ void StreamReactor::OnReadDone(bool ok) {
     return;
   }
   bool read_more = false;
+  bool dropped = false;
+  {
+    absl::MutexLock lock(&mu_);
+    // Closed while this read was outstanding: the batch is left
+    // unanswered, which tells the client to send it again elsewhere.
+    dropped = closing_;
+    if (dropped) reads_done_ = true;
+  }
+  if (dropped) {
+    MaybeFinish();
+    return;
+  }
   {
     absl::MutexLock lock(&mu_);
     ++in_flight_;
@@ -215,8 +246,19 @@ void StreamReactor::OnCancel() {
   final_status_ = grpc::Status::CANCELLED;
 }
 
+std::optional<grpc::Status> StreamReactor::Close(const grpc::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (closing_ || finished_) return std::nullopt;
+  closing_ = true;
+  if (final_status_.ok()) final_status_ = status;
+  // The constructor has yet to decide between its first read and Finish.
+  if (!started_ || !TakeFinish()) return std::nullopt;
+  return final_status_;
+}
+
 bool StreamReactor::TakeFinish() {
-  const bool reads_over = reads_done_ || (broken_ && reading_paused_);
+  // Closing, a read may be outstanding: Finish ends it (OnReadDone(false)).
+  const bool reads_over = reads_done_ || closing_ || (broken_ && reading_paused_);
   if (finished_ || !reads_over || in_flight_ > 0 || writing_) return false;
   finished_ = true;
   return true;
@@ -233,6 +275,7 @@ void StreamReactor::MaybeFinish() {
 }
 
 void StreamReactor::OnDone() {
+  if (listed_) service_->RemoveStream(this);
   if (counted_) service_->StreamClosed(caller_);
   delete this;
 }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -12,6 +13,11 @@
 namespace dedup::server {
 
 class DedupService;
+
+// How a Stream ends when the server shuts down (DedupService::CloseStreams).
+inline constexpr char kStreamClosedByShutdown[] =
+    "dedupd is shutting down: the Stream is closed, and the batches it left unanswered may be "
+    "sent again";
 
 // One Stream call: reads batches, runs them through DedupService::Submit
 // (on the worker pool, or inline on the reading gRPC thread), and writes
@@ -31,7 +37,9 @@ class DedupService;
 // same critical section as the change that allows it, and a thread touches
 // no member after leaving a critical section unless what it decided there
 // keeps the call open (a write it started, a read it resumed) or it is the
-// one thread that decided to finish.
+// one thread that decided to finish. The service holds every reactor that
+// is not done in a set (AddStream in the constructor, RemoveStream in
+// OnDone), so that Close may be called until OnDone.
 class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1::BatchResponse> {
  public:
   // Serves `caller`; when it is an error, finishes the call with it at once.
@@ -43,6 +51,13 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
+
+  // Reads no more, and ends the call with `status` (or an error it already
+  // met) once the batches already read are answered and written. When that
+  // is now, returns the status: the caller must call Finish with it, and
+  // the reactor waits for that. Called with the service's set of Streams
+  // locked, so the reactor cannot be done meanwhile.
+  std::optional<grpc::Status> Close(const grpc::Status& status);
 
  private:
   // Called from a worker, or inline from OnReadDone, when a batch's answer
@@ -79,6 +94,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
   const uint32_t max_batches_;
   const uint64_t max_answer_bytes_;
   Caller caller_;
+  bool listed_ = false;       // In the service's set; set before any other thread sees it.
   v1::BatchRequest request_;  // Owned by the outstanding read.
 
   absl::Mutex mu_;
@@ -89,6 +105,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
   uint64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // Requests of in_flight_.
   bool reading_paused_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;  // The constructor is past its first read.
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;  // Close was called: no more reads.
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // Cancelled or a write failed.
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

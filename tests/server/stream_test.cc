@@ -1,11 +1,14 @@
 // Stream: pipelined batches on one bidirectional call; every batch is
 // answered exactly once, tagged with its batch_id (design.md §4).
 
+#include <atomic>
+#include <iostream>
 #include <map>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "storage/clock.h"
 #include "tests/common/fault_injection_file_system.h"
 #include "tests/server/test_server.h"
@@ -25,7 +28,10 @@ class StreamCall {
       : context_(NewContext()), stream_(stub.Stream(context_.get())) {
     reader_ = std::thread([this] {
       v1::BatchResponse response;
-      while (stream_->Read(&response)) answers_.push_back(response);
+      while (stream_->Read(&response)) {
+        answers_.push_back(response);
+        answered_.fetch_add(1);
+      }
     });
   }
 
@@ -37,6 +43,16 @@ class StreamCall {
   }
 
   bool Write(const v1::BatchRequest& request) { return stream_->Write(request); }
+
+  // Waits until `n` answers have arrived, or 10 s; returns whether they did.
+  bool AwaitAnswers(int n) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (answered_.load() < n) {
+      if (absl::Now() > give_up) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return true;
+  }
 
   // Half-closes, waits for every answer and returns how the call ended.
   grpc::Status Close() {
@@ -52,6 +68,7 @@ class StreamCall {
   std::unique_ptr<grpc::ClientContext> context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, v1::BatchResponse>> stream_;
   std::vector<v1::BatchResponse> answers_;  // Written by reader_ only.
+  std::atomic<int> answered_{0};
   std::thread reader_;
 };
 
@@ -125,6 +142,51 @@ TEST_F(StreamTest, ShortStreamsEndingWhileTheirLastAnswersAreHandedOverEndCleanl
   }
   for (std::thread& thread : threads) thread.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(clean[t], kStreamsPerThread) << "thread " << t;
+}
+
+// A client holds its Stream open for as long as it likes. A server closing
+// its Streams (as it does on shutdown) answers the batches each has read,
+// then ends it UNAVAILABLE, so the client knows to send the rest again;
+// a Stream opened afterwards ends at once.
+TEST_F(StreamTest, ClosedStreamsEndUnavailableAfterAnsweringWhatTheyRead) {
+  StreamCall first(stub());
+  StreamCall second(stub());
+  ASSERT_TRUE(first.Write(ClaimTwiceAndQuery(1)));
+  ASSERT_TRUE(second.Write(ClaimTwiceAndQuery(2)));
+  ASSERT_TRUE(second.Write(ClaimTwiceAndQuery(3)));
+  // Both are open on the server, each waiting for its next batch.
+  ASSERT_TRUE(first.AwaitAnswers(1));
+  ASSERT_TRUE(second.AwaitAnswers(2));
+
+  server_->server().service()->CloseStreams();
+
+  const std::string closed = "dedupd is shutting down";
+  EXPECT_THAT(first.Close(), IsErrorNaming(grpc::StatusCode::UNAVAILABLE, closed));
+  EXPECT_EQ(first.answers().size(), 1u);
+  EXPECT_THAT(second.Close(), IsErrorNaming(grpc::StatusCode::UNAVAILABLE, closed));
+  EXPECT_EQ(second.answers().size(), 2u);
+  StreamCall late(stub());
+  late.Write(ClaimTwiceAndQuery(4));
+  EXPECT_THAT(late.Close(), IsErrorNaming(grpc::StatusCode::UNAVAILABLE, closed));
+  EXPECT_TRUE(late.answers().empty());
+  // Unary calls are still served until the server stops.
+  EXPECT_EQ(Claim(ClaimOf(kNs, "event-5", "worker")).outcome(), v1::ClaimResponse::ACQUIRED);
+}
+
+// Shutdown ends an open Stream itself instead of waiting out its grace
+// and then cancelling it.
+TEST_F(StreamTest, ShutdownEndsAnOpenStreamUnavailable) {
+  StreamCall call(stub());
+  ASSERT_TRUE(call.Write(ClaimTwiceAndQuery(1)));
+  ASSERT_TRUE(call.AwaitAnswers(1));
+
+  const absl::Time start = absl::Now();
+  server_->server().Shutdown(absl::Seconds(20));
+  std::cout << "shutdown took " << absl::FormatDuration(absl::Now() - start) << "\n";
+
+  EXPECT_THAT(call.Close(),
+              IsErrorNaming(grpc::StatusCode::UNAVAILABLE, "dedupd is shutting down"));
+  EXPECT_EQ(call.answers().size(), 1u);
 }
 
 TEST_F(StreamTest, BadItemInAStreamedBatchGetsItsOwnError) {
