@@ -3,7 +3,8 @@
 // Each randomized test runs many seeds; a failure prints the seed, the
 // violated invariant and the run's last events. To replay one:
 //   DEDUP_SIM_SEED=<seed> replication_core_test --gtest_filter=<test>
-// For a longer soak: DEDUP_SIM_RUNS=<runs per test>.
+// For a longer soak: DEDUP_SIM_RUNS=<runs per test> (a test that must catch
+// a broken rule runs no fewer than its own count).
 //
 // Some tests play rules the replicator followed before this core existed,
 // or that it must never follow, and require the simulation to catch them:
@@ -23,6 +24,7 @@
 //   - a follower answering a call's appends before the sync that covers
 //     them (AFollowerAnsweringBeforeItsSyncLosesCommittedEntries).
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -38,17 +40,26 @@ uint64_t EnvOr(const char* name, uint64_t fallback) {
   return value == nullptr ? fallback : std::strtoull(value, nullptr, 10);
 }
 
+// How DEDUP_SIM_RUNS applies to a test's seed count.
+enum class SeedCount {
+  kAsTheEnvironmentSays,  // It replaces the count, fewer seeds too.
+  kNoFewer,               // Only when it is more: a broken rule is caught
+                          // in a few seeds of the default count alone.
+};
+
 // Runs `runs` seeds from `first_seed` (or the one DEDUP_SIM_SEED names)
 // and returns the first failure, if any.
 SimulationResult RunSeeds(SimulationOptions options, uint64_t first_seed, uint64_t runs,
-                          uint64_t* failed_runs = nullptr, uint64_t* seeds_run = nullptr) {
+                          uint64_t* failed_runs = nullptr, uint64_t* seeds_run = nullptr,
+                          SeedCount count = SeedCount::kAsTheEnvironmentSays) {
   options.trace = std::getenv("DEDUP_SIM_TRACE") != nullptr;
   const char* only = std::getenv("DEDUP_SIM_SEED");
   if (only != nullptr) {
     first_seed = std::strtoull(only, nullptr, 10);
     runs = 1;
   } else {
-    runs = EnvOr("DEDUP_SIM_RUNS", runs);
+    const uint64_t asked = EnvOr("DEDUP_SIM_RUNS", runs);
+    runs = count == SeedCount::kNoFewer ? std::max(asked, runs) : asked;
   }
   SimulationResult first_failure;
   SimulationResult total;
@@ -84,7 +95,8 @@ std::string Report(const SimulationResult& r) {
 void ExpectCaught(const SimulationOptions& options, uint64_t first_seed, uint64_t runs,
                   const std::string& violation, const std::string& rule) {
   uint64_t failed = 0, ran = 0;
-  const SimulationResult r = RunSeeds(options, first_seed, runs, &failed, &ran);
+  const SimulationResult r =
+      RunSeeds(options, first_seed, runs, &failed, &ran, SeedCount::kNoFewer);
   ASSERT_FALSE(r.ok) << "no seed caught " << rule;
   EXPECT_NE(r.violation.find(violation), std::string::npos) << Report(r);
   std::printf("%s was caught in %llu of %llu runs; first: %s\n", rule.c_str(),
