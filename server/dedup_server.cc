@@ -11,7 +11,6 @@
 #include "dedup/build_info.h"
 #include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "prometheus/text_serializer.h"
@@ -143,7 +142,7 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
       std::make_unique<MemoryRelease>(AllocatorRelease(), MemoryRelease::Options());
   server->service_->SetMemoryRelease(server->memory_release_.get());
 
-  grpc::EnableDefaultHealthCheckService(true);
+  server->health_ = std::make_unique<HealthService>();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
@@ -158,6 +157,7 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(settings.listen, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->health_.get());
   if (server->replication_service_ != nullptr) {
     builder.RegisterService(server->replication_service_.get());
     // The replication calls other than Ship (replication_service.h) run on
@@ -183,8 +183,7 @@ absl::StatusOr<std::unique_ptr<DedupServer>> DedupServer::Start(const ServerSett
                      " (address in use, or not an address this machine has)"));
   }
   server->GuardConnections(settings.limits);
-  server->grpc_server_->GetHealthCheckService()->SetServingStatus(v1::Dedup::service_full_name(),
-                                                                  true);
+  server->health_->SetServingStatus(v1::Dedup::service_full_name(), true);
   DedupServer* raw = server.get();
   server->monitor_ = std::make_unique<StorageMonitor>(
       server->store_.get(), server->metrics_.get(), absl::Milliseconds(settings.stats_interval_ms),
@@ -289,9 +288,7 @@ void DedupServer::OnStorageChange(const absl::Status& health) {
     LogEvent(spdlog::level::err, "storage failed, answering NOT_SERVING until restarted",
              {{"error", health.message()}});
   }
-  if (grpc_server_ != nullptr && !draining_) {
-    grpc_server_->GetHealthCheckService()->SetServingStatus(health.ok());
-  }
+  if (health_ != nullptr && !draining_) health_->SetServingStatus(health.ok());
 }
 
 bool DedupServer::ShortOfDescriptors() const {
@@ -347,8 +344,9 @@ void DedupServer::Shutdown(absl::Duration grace) {
   // Clients hold Streams open for as long as they like: ended here, once
   // their batches are answered, they do not keep the shutdown waiting.
   if (service_ != nullptr) service_->CloseStreams();
+  // Health watchers are told NOT_SERVING, and their calls end.
+  if (health_ != nullptr) health_->Shutdown();
   if (grpc_server_ != nullptr) {
-    grpc_server_->GetHealthCheckService()->Shutdown();
     // Waits for in-flight calls until the deadline, then cancels them; the
     // workers keep running meanwhile, so every call gets its Finish.
     grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));

@@ -12,6 +12,7 @@
 #include "server/cluster/replication_service.h"
 #include "server/cluster/replicator.h"
 #include "server/dedup_service.h"
+#include "server/health_service.h"
 #include "server/http_endpoint.h"
 #include "server/memory_release.h"
 #include "server/metrics.h"
@@ -107,6 +108,8 @@ class DedupServer {
   // Before service_, which notes freed answers to it.
   std::unique_ptr<MemoryRelease> memory_release_;
   std::unique_ptr<DedupService> service_;
+  // Before grpc_server_, which is destroyed first.
+  std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<StorageMonitor> monitor_;
   std::unique_ptr<HttpEndpoint> http_;
