@@ -79,8 +79,9 @@ void DedupService::TaskSlot::Release() {
   service_->tenants_.FinishTask(tenant_);
 }
 
-grpc::Status DedupService::Submit(const Caller& caller, std::function<void(TaskSlot&)> task) {
-  const TenantQuota::TaskStart start = tenants_.StartTask(caller.tenant);
+grpc::Status DedupService::Submit(const Caller& caller, uint64_t operations,
+                                  std::function<void(TaskSlot&)> task) {
+  const TenantQuota::TaskStart start = tenants_.StartTask(caller.tenant, operations);
   if (start == TenantQuota::TaskStart::kRefused) {
     return grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -270,8 +271,8 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
     return reactor;
   }
   storage::SetIdentity(&*op, caller->identity);
-  const grpc::Status queued =
-      Submit(*caller, [this, context, response, fill, finish, op = std::move(*op)](TaskSlot& slot) {
+  const grpc::Status queued = Submit(
+      *caller, 1, [this, context, response, fill, finish, op = std::move(*op)](TaskSlot& slot) {
         if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
           // Nobody waits for the answer: storage is spared.
           slot.Answer([finish, abandoned] { finish(abandoned); });
@@ -337,23 +338,24 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
     return reactor;
   }
   const grpc::Status queued =
-      Submit(*caller, [this, context, request, response, finish, caller = *caller](TaskSlot& slot) {
-        if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
-          slot.Answer([finish, abandoned] { finish("", abandoned); });
-          return;
-        }
-        const std::string ns = ExecuteBatch(*request, caller, response);
-        // gRPC frees the answer once it is sent.
-        if (memory_release_ != nullptr) {
-          if (const uint64_t bytes = response->ByteSizeLong(); bytes >= kLargeAnswerBytes) {
-            memory_release_->Freed(bytes);
-          }
-        }
-        slot.Answer([this, finish, ns] {
-          FinishAfterSync(grpc::Status::OK,
-                          [finish, ns](const grpc::Status& status) { finish(ns, status); });
-        });
-      });
+      Submit(*caller, request->operations_size(),
+             [this, context, request, response, finish, caller = *caller](TaskSlot& slot) {
+               if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
+                 slot.Answer([finish, abandoned] { finish("", abandoned); });
+                 return;
+               }
+               const std::string ns = ExecuteBatch(*request, caller, response);
+               // gRPC frees the answer once it is sent.
+               if (memory_release_ != nullptr) {
+                 if (const uint64_t bytes = response->ByteSizeLong(); bytes >= kLargeAnswerBytes) {
+                   memory_release_->Freed(bytes);
+                 }
+               }
+               slot.Answer([this, finish, ns] {
+                 FinishAfterSync(grpc::Status::OK,
+                                 [finish, ns](const grpc::Status& status) { finish(ns, status); });
+               });
+             });
   if (!queued.ok()) finish("", queued);
   return reactor;
 }

@@ -154,7 +154,10 @@ class DedupService final : public v1::Dedup::CallbackService {
   // limits.max_queued_tasks_per_identity until the task answers through
   // its slot or returns. A task beyond the tenant's share (tenant_quota.h)
   // is queued in the pool's yielding lane, in inline execution too.
-  grpc::Status Submit(const Caller& caller, std::function<void(TaskSlot&)> task);
+  // `operations`: how many the task carries (a Batch's), which weighs the
+  // tenant's share.
+  grpc::Status Submit(const Caller& caller, uint64_t operations,
+                      std::function<void(TaskSlot&)> task);
   // Queues `task` on Scan's own pool.
   grpc::Status SubmitScan(std::function<void()> task);
   // Calls `finish` with `status` once the store has synced everything the

@@ -111,8 +111,9 @@ void StreamReactor::OnReadDone(bool ok) {
   }
   const RequestStart start = NowForLatency();
   service_->metrics()->RequestStarted();
+  const uint64_t operations = request.operations_size();
   const grpc::Status queued = service_->Submit(
-      caller_,
+      caller_, operations,
       [this, start, request_bytes, request = std::move(request)](DedupService::TaskSlot& slot) {
         v1::BatchResponse response;
         const std::string ns = service_->ExecuteBatch(request, caller_, &response);

@@ -23,7 +23,7 @@ void TenantQuota::CloseStream(const std::string& tenant) {
   Tidy(tenant);
 }
 
-TenantQuota::TaskStart TenantQuota::StartTask(const std::string& tenant,
+TenantQuota::TaskStart TenantQuota::StartTask(const std::string& tenant, uint64_t operations,
                                               std::chrono::steady_clock::time_point now) {
   if (tenant.empty()) return TaskStart::kShare;
   absl::MutexLock lock(&mu_);
@@ -32,28 +32,39 @@ TenantQuota::TaskStart TenantQuota::StartTask(const std::string& tenant,
     Tidy(tenant);
     return TaskStart::kRefused;
   }
-  const bool others_active = OthersActive(tenant, now);
-  active_.insert(tenant);
-  return held.tasks++ > 0 && others_active ? TaskStart::kBeyondShare : TaskStart::kShare;
+  MoveWindows(now);
+  auto [mine, first] = started_.try_emplace(tenant, 0);
+  if (first && !started_before_.contains(tenant)) ++active_tenants_;
+  mine->second += operations;
+  started_sum_ += operations;
+  const bool beside_its_own = held.tasks++ > 0;
+  if (active_tenants_ < 2) return TaskStart::kShare;
+  if (beside_its_own) return TaskStart::kBeyondShare;
+  // Its operations against an equal share of all active tenants'.
+  const auto before = started_before_.find(tenant);
+  const double its =
+      static_cast<double>(mine->second + (before == started_before_.end() ? 0 : before->second));
+  const double equal_share = static_cast<double>(started_sum_ + started_before_sum_) /
+                             static_cast<double>(active_tenants_);
+  return its > kHeavyShare * equal_share ? TaskStart::kBeyondShare : TaskStart::kShare;
 }
 
-bool TenantQuota::OthersActive(const std::string& tenant,
-                               std::chrono::steady_clock::time_point now) {
+void TenantQuota::MoveWindows(std::chrono::steady_clock::time_point now) {
   // Windows start at whole multiples of kActiveWindow from the first, so a
   // tenant counts as active for one to two windows after its last start.
-  if (const auto elapsed = now - window_start_; elapsed >= kActiveWindow) {
-    if (elapsed >= 2 * kActiveWindow) {
-      active_before_.clear();
-    } else {
-      active_before_.swap(active_);
-    }
-    active_.clear();
-    window_start_ += (elapsed / kActiveWindow) * kActiveWindow;
+  const auto elapsed = now - window_start_;
+  if (elapsed < kActiveWindow) return;
+  if (elapsed >= 2 * kActiveWindow) {
+    started_before_.clear();
+    started_before_sum_ = 0;
+  } else {
+    started_before_.swap(started_);
+    started_before_sum_ = started_sum_;
   }
-  const auto others_in = [&tenant](const absl::flat_hash_set<std::string>& active) {
-    return active.size() > (active.contains(tenant) ? 1u : 0u);
-  };
-  return others_in(active_) || others_in(active_before_);
+  started_.clear();
+  started_sum_ = 0;
+  active_tenants_ = started_before_.size();
+  window_start_ += (elapsed / kActiveWindow) * kActiveWindow;
 }
 
 void TenantQuota::FinishTask(const std::string& tenant) {

@@ -7,7 +7,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 
 namespace dedup::server {
@@ -20,11 +19,15 @@ namespace dedup::server {
 // empty tenant is not limited: a loopback or single-tenant server keeps
 // the whole of the server-wide limits for its clients.
 //
-// It also tells a tenant's share of the CPU from work beyond it: while
+// It also tells a tenant's share of the CPU from work beyond it. While
 // another tenant has started a task within the last one to two seconds, a
-// tenant's task that joins one it already holds is beyond its share, and
-// runs in the worker pool's yielding lane (server/worker_pool.h). Alone on
-// a server, a tenant's every task is within its share.
+// tenant's task is beyond its share when it joins one the tenant already
+// holds, or when the tenant asked for more than kHeavyShare times an equal
+// share of the operations all active tenants started over the same
+// windows. Such a task runs in the worker pool's yielding lane
+// (server/worker_pool.h): a tenant that floods the server yields all its
+// work to a lighter one, not only the work beside its first call. Alone
+// on a server, a tenant's every task is within its share.
 //
 // Thread-safe. Tenants holding nothing take no memory beyond their names,
 // kept until a task starts two windows after their last one.
@@ -45,6 +48,10 @@ class TenantQuota {
   // tenant that started a task in the current window or the one before
   // counts as active.
   static constexpr std::chrono::seconds kActiveWindow{1};
+  // A tenant asking for more operations than this many equal shares of
+  // the active tenants' (over the current window and the one before) is
+  // beyond its share: with two tenants, three times the other's.
+  static constexpr double kHeavyShare = 1.5;
 
   explicit TenantQuota(Limits limits) : limits_(limits) {}
 
@@ -55,9 +62,10 @@ class TenantQuota {
   // Each true is matched by one Close/Finish with the same tenant.
   bool TryOpenStream(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
   void CloseStream(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
-  // Counts a task in for `tenant` (see TaskStart); each answer other than
-  // kRefused is matched by one FinishTask.
-  TaskStart StartTask(const std::string& tenant,
+  // Counts a task of `operations` (a Batch's items; 1 for a unary call) in
+  // for `tenant` (see TaskStart); each answer other than kRefused is
+  // matched by one FinishTask.
+  TaskStart StartTask(const std::string& tenant, uint64_t operations = 1,
                       std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now())
       ABSL_LOCKS_EXCLUDED(mu_);
   void FinishTask(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
@@ -74,19 +82,21 @@ class TenantQuota {
   // Drops `tenant`'s entry once it holds nothing.
   void Tidy(const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Whether a tenant other than `tenant` started a task in this window or
-  // the one before, after moving the windows on to `now`.
-  bool OthersActive(const std::string& tenant, std::chrono::steady_clock::time_point now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the windows on to `now`.
+  void MoveWindows(std::chrono::steady_clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Limits limits_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Held> held_ ABSL_GUARDED_BY(mu_);
-  // The tenants that started a task in the window that began at
-  // `window_start_`, and in the window before it.
+  // The operations of the tasks each tenant started in the window that
+  // began at `window_start_`, and in the window before it, with their
+  // sums and the number of tenants in either.
   std::chrono::steady_clock::time_point window_start_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<std::string> active_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<std::string> active_before_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint64_t> started_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint64_t> started_before_ ABSL_GUARDED_BY(mu_);
+  uint64_t started_sum_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t started_before_sum_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t active_tenants_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace dedup::server

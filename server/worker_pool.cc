@@ -1,5 +1,6 @@
 #include "server/worker_pool.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -13,11 +14,19 @@ namespace dedup::server {
 
 namespace {
 
-// Lowers the calling thread, and it alone, to the lowest CPU priority.
-// Raising a nice value needs no privilege; a failure leaves the thread at
-// normal priority, which costs fairness, not correctness.
+// Lowers the calling thread, and it alone, to the lowest CPU priority:
+// the SCHED_IDLE policy, under which a waking thread of any other policy
+// takes the CPU from it at once, and nice 19. Nice 19 alone is not enough:
+// Linux's EEVDF scheduler lets a running thread finish its slice (a few
+// milliseconds) before a woken one of any weight, so another tenant's call
+// waited behind it (bench/RESULTS.md, "One identity's flood"). Lowering
+// either needs no privilege; a failure leaves the thread higher, which
+// costs fairness, not correctness.
 void YieldTheCpuFromThisThread() {
-  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+  const auto tid = static_cast<pid_t>(syscall(SYS_gettid));
+  setpriority(PRIO_PROCESS, static_cast<id_t>(tid), 19);
+  const sched_param param{};
+  sched_setscheduler(tid, SCHED_IDLE, &param);
 }
 
 }  // namespace

@@ -22,14 +22,14 @@ namespace dedup::server {
 //
 // Tasks go in one of two lanes. kNormal tasks run on the pool's threads.
 // kYielding tasks run on threads of their own at the lowest CPU priority
-// (nice 19: a scheduler weight of 15 against a normal thread's 1024), so
-// that while normal threads want the CPU they get little of it, and on an
-// otherwise idle server they run at full speed: one tenant's work beyond
+// (the SCHED_IDLE policy, and nice 19): a normal thread that wakes takes
+// the CPU from them at once, while normal threads want the CPU they get
+// little of it, and on an otherwise idle server they run at full speed: one tenant's work beyond
 // its share (tenant_quota.h) then slows other tenants' calls less. Both
 // lanes share the bound of `max_queued`, of which the yielding lane may
 // fill half, so that starved yielding tasks cannot crowd out normal ones.
 //
-// A thread inherits its creator's nice value. A yielding task therefore
+// A thread inherits its creator's policy and nice value. A yielding task therefore
 // never calls into gRPC, which may start a thread of its own to serve
 // every caller: it hands its answer to a normal thread (Post).
 //

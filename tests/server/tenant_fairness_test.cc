@@ -6,6 +6,7 @@
 // assertion. Here the flooding client shares the server's process, and so
 // gRPC's polling threads; bench/tenants measures with the flood in a
 // process of its own.
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -79,48 +80,86 @@ TEST(TenantQuotaTest, ATasksBesideAnotherOfItsTenantAreBeyondItsShareOnlyWhileOt
   // A whole multiple of the window, where one begins.
   const std::chrono::steady_clock::time_point t0(1000 * TenantQuota::kActiveWindow);
   // Alone, every task of "a" is within its share.
-  EXPECT_EQ(quota.StartTask("a", t0), Start::kShare);
-  EXPECT_EQ(quota.StartTask("a", t0), Start::kShare);
+  EXPECT_EQ(quota.StartTask("a", 1, t0), Start::kShare);
+  EXPECT_EQ(quota.StartTask("a", 1, t0), Start::kShare);
   // "b" becomes active: its first task is within its share, while a's
   // third and b's second, each beside tasks of their own, are beyond it.
   // Once "a" holds none, its next task is within its share again.
   const auto b_start = t0 + milliseconds(900);
-  EXPECT_EQ(quota.StartTask("b", b_start), Start::kShare);
-  EXPECT_EQ(quota.StartTask("a", b_start), Start::kBeyondShare);
-  EXPECT_EQ(quota.StartTask("b", b_start), Start::kBeyondShare);
+  EXPECT_EQ(quota.StartTask("b", 1, b_start), Start::kShare);
+  EXPECT_EQ(quota.StartTask("a", 1, b_start), Start::kBeyondShare);
+  EXPECT_EQ(quota.StartTask("b", 1, b_start), Start::kBeyondShare);
   for (int i = 0; i < 3; ++i) quota.FinishTask("a");
-  EXPECT_EQ(quota.StartTask("a", b_start), Start::kShare);
+  EXPECT_EQ(quota.StartTask("a", 1, b_start), Start::kShare);
   // In the next window, "b" still counts as active from the one before.
-  EXPECT_EQ(quota.StartTask("a", t0 + TenantQuota::kActiveWindow + milliseconds(950)),
+  EXPECT_EQ(quota.StartTask("a", 1, t0 + TenantQuota::kActiveWindow + milliseconds(950)),
             Start::kBeyondShare);
   // Two windows on, "a" is alone again, though b's last start was only
   // 1.15 windows ago.
-  EXPECT_EQ(quota.StartTask("a", t0 + 2 * TenantQuota::kActiveWindow + milliseconds(50)),
+  EXPECT_EQ(quota.StartTask("a", 1, t0 + 2 * TenantQuota::kActiveWindow + milliseconds(50)),
             Start::kShare);
-  EXPECT_EQ(quota.StartTask("a", t0 + 9 * TenantQuota::kActiveWindow), Start::kShare);
+  EXPECT_EQ(quota.StartTask("a", 1, t0 + 9 * TenantQuota::kActiveWindow), Start::kShare);
   // Callers without an identity share nothing and are never beyond it.
-  EXPECT_EQ(quota.StartTask("", t0), Start::kShare);
-  EXPECT_EQ(quota.StartTask("", t0), Start::kShare);
+  EXPECT_EQ(quota.StartTask("", 1, t0), Start::kShare);
+  EXPECT_EQ(quota.StartTask("", 1, t0), Start::kShare);
+}
+
+// A tenant asking for far more operations than the others is beyond its
+// share even with no other task of its own running, and back within it once
+// the others catch up or it is alone; tenants asking alike are both within.
+TEST(TenantQuotaTest, ATenantAskingForMoreThanItsShareOfOperationsIsBeyondItEvenOneTaskAtATime) {
+  using Start = TenantQuota::TaskStart;
+  using std::chrono::milliseconds;
+  TenantQuota quota({/*max_open_streams=*/1, /*max_queued_tasks=*/8});
+  const std::chrono::steady_clock::time_point t0(1000 * TenantQuota::kActiveWindow);
+  // One task at a time each: "a" in Batches of 100, "b" of 1.
+  const auto one = [&](const std::string& tenant, uint64_t operations, auto at) {
+    const Start start = quota.StartTask(tenant, operations, at);
+    quota.FinishTask(tenant);
+    return start;
+  };
+  EXPECT_EQ(one("a", 100, t0), Start::kShare);  // Alone.
+  EXPECT_EQ(one("b", 1, t0), Start::kShare);
+  // a: 200 of 201 operations, against 1.5 x 100.5.
+  EXPECT_EQ(one("a", 100, t0), Start::kBeyondShare);
+  EXPECT_EQ(one("b", 1, t0), Start::kShare);
+  // "b" asks for as much over both windows: a 300, b 302.
+  EXPECT_EQ(one("b", 300, t0 + TenantQuota::kActiveWindow), Start::kShare);
+  EXPECT_EQ(one("a", 100, t0 + TenantQuota::kActiveWindow), Start::kShare);
+  // Once b's Batches are out of both windows, "a" is alone again.
+  EXPECT_EQ(one("a", 100, t0 + 3 * TenantQuota::kActiveWindow + milliseconds(1)), Start::kShare);
+  EXPECT_EQ(one("a", 100, t0 + 3 * TenantQuota::kActiveWindow + milliseconds(2)), Start::kShare);
+  // Callers without an identity are never beyond it, however much they ask.
+  EXPECT_EQ(one("", 1000000, t0 + 3 * TenantQuota::kActiveWindow), Start::kShare);
 }
 
 int PriorityOfThisThread() {
   return getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
 }
 
-// The yielding lane runs on threads at nice 19, the normal lane and what
+bool IdlePolicyOfThisThread() { return sched_getscheduler(0) == SCHED_IDLE; }
+
+// The yielding lane runs on threads at nice 19 under SCHED_IDLE, the normal lane and what
 // yielding tasks post at the process's own priority; both lanes share one
 // bound, of which the yielding lane may fill half.
 TEST(WorkerPoolTest, YieldingTasksRunAtTheLowestPriorityAndPostTheirAnswersToNormalThreads) {
   const int own = PriorityOfThisThread();
   WorkerPool pool(/*threads=*/1, /*max_queued=*/4, "test-worker", /*yielding_threads=*/1);
   std::atomic<int> normal{-100}, yielding{-100}, posted{-100};
+  std::atomic<bool> normal_idle{true}, yielding_idle{false}, posted_idle{true};
   absl::Notification done;
-  ASSERT_EQ(pool.Submit([&] { normal = PriorityOfThisThread(); }), WorkerPool::Admission::kQueued);
+  ASSERT_EQ(pool.Submit([&] {
+    normal = PriorityOfThisThread();
+    normal_idle = IdlePolicyOfThisThread();
+  }),
+            WorkerPool::Admission::kQueued);
   ASSERT_EQ(pool.Submit(
                 [&] {
                   yielding = PriorityOfThisThread();
+                  yielding_idle = IdlePolicyOfThisThread();
                   pool.Post([&] {
                     posted = PriorityOfThisThread();
+                    posted_idle = IdlePolicyOfThisThread();
                     done.Notify();
                   });
                 },
@@ -130,6 +169,9 @@ TEST(WorkerPoolTest, YieldingTasksRunAtTheLowestPriorityAndPostTheirAnswersToNor
   EXPECT_EQ(normal.load(), own);
   EXPECT_EQ(yielding.load(), 19);
   EXPECT_EQ(posted.load(), own);
+  EXPECT_FALSE(normal_idle.load());
+  EXPECT_TRUE(yielding_idle.load());
+  EXPECT_FALSE(posted_idle.load());
 
   // Both threads held: the yielding lane takes two waiting tasks of four,
   // and the normal lane the rest.
@@ -180,8 +222,9 @@ TEST(WorkerPoolTest, ShutdownRunsWhatTheLastYieldingTasksPost) {
   EXPECT_EQ(pool.Submit([] {}), WorkerPool::Admission::kShuttingDown);
 }
 
-// The threads of this process at nice 19 whose names do not end in "-y":
-// threads that a yielding worker started, which inherited its priority.
+// The threads of this process at nice 19 or under SCHED_IDLE whose names
+// do not end in "-y": threads that a yielding worker started, which
+// inherited its priority.
 std::vector<std::string> LowPriorityThreadsOutsideTheYieldingLane() {
   std::vector<std::string> found;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
@@ -192,10 +235,14 @@ std::vector<std::string> LowPriorityThreadsOutsideTheYieldingLane() {
     const std::string name = stat.substr(open + 1, close - open - 1);
     std::istringstream fields(stat.substr(close + 1));
     std::string field;
-    // After the name: state (field 3) ... nice (field 19).
-    for (int i = 3; i <= 19 && fields >> field; ++i) {
+    // After the name: state (field 3) ... nice (field 19) ... policy (41).
+    std::string nice, policy;
+    for (int i = 3; i <= 41 && fields >> field; ++i) {
+      if (i == 19) nice = field;
+      if (i == 41) policy = field;
     }
-    if (field == "19" && !absl::EndsWith(name, "-y")) found.push_back(name);
+    const bool low = nice == "19" || policy == std::to_string(SCHED_IDLE);
+    if (low && !absl::EndsWith(name, "-y")) found.push_back(name);
   }
   return found;
 }
@@ -387,6 +434,33 @@ TEST_P(TenantLoadTest, IdentitiesMakingOneCallAtATimeStayWithinTheirShares) {
   EXPECT_EQ(BeyondShare(), 0);
 }
 
+// An identity whose one call at a time carries far more operations than
+// another's is beyond its share with each call after the other identity's
+// first, and the lighter one never is.
+TEST_P(TenantLoadTest, AnIdentitySendingLargeBatchesOneAtATimeIsBeyondItsShare) {
+  std::unique_ptr<v1::Dedup::Stub> b_stub = OwnConnection();
+  const auto batch_of = [](const char* token, v1::Dedup::Stub& stub, const std::string& prefix,
+                           int size) {
+    v1::BatchRequest batch;
+    for (int i = 0; i < size; ++i)
+      *batch.add_operations() = Op(ClaimOf(kNs, prefix + "-" + std::to_string(i), "w"));
+    v1::BatchResponse response;
+    return stub.Batch(ContextOf(token).get(), batch, &response);
+  };
+  // B first, so that A is never alone; then they alternate, one call each
+  // at a time: A's 100 operations a call against B's 1.
+  ASSERT_THAT(batch_of(kTokenB, *b_stub, "b-first", 1), IsOk());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_THAT(batch_of(kTokenA, stub(), absl::StrCat("a-", i), 100), IsOk());
+    const double before = BeyondShare();
+    ASSERT_THAT(batch_of(kTokenB, *b_stub, absl::StrCat("b-", i), 1), IsOk());
+    EXPECT_EQ(BeyondShare(), before) << "B's call " << i << " went beyond its share";
+  }
+  // A's first call was alone against B's 1 (100 of 101 operations is
+  // beyond 1.5 equal shares already), so all 20 were.
+  EXPECT_EQ(BeyondShare(), 20);
+}
+
 TEST_P(TenantLoadTest, AnotherIdentityIsServedWhileOneHoldsItsLimits) {
   constexpr int kCalls = 300;
   // B has a connection of its own, as a tenant's client would: on A's,
@@ -467,12 +541,12 @@ TEST_P(TenantLoadTest, ATaskBeyondItsShareRunsAtTheLowestPriorityAndAnswersAtNor
   const int own = PriorityOfThisThread();
   const Caller a{"tenant-a", "", "tenant-a"}, b{"tenant-b", "", "tenant-b"};
   // B has started a task within the last second: another tenant is active.
-  ASSERT_TRUE(service->Submit(b, [](DedupService::TaskSlot&) {}).ok());
+  ASSERT_TRUE(service->Submit(b, 1, [](DedupService::TaskSlot&) {}).ok());
   // A holds one task (inline execution runs it on the submitting thread).
   absl::Notification holding, release;
   std::thread first([&] {
     EXPECT_TRUE(service
-                    ->Submit(a,
+                    ->Submit(a, 1,
                              [&](DedupService::TaskSlot&) {
                                holding.Notify();
                                release.WaitForNotification();
@@ -482,11 +556,13 @@ TEST_P(TenantLoadTest, ATaskBeyondItsShareRunsAtTheLowestPriorityAndAnswersAtNor
   holding.WaitForNotification();
   // So A's second task is beyond its share.
   std::atomic<int> ran{-100}, answered{-100};
+  std::atomic<bool> ran_idle{false};
   absl::Notification done;
   ASSERT_TRUE(service
-                  ->Submit(a,
+                  ->Submit(a, 1,
                            [&](DedupService::TaskSlot& slot) {
                              ran = PriorityOfThisThread();
+                             ran_idle = IdlePolicyOfThisThread();
                              slot.Answer([&] {
                                answered = PriorityOfThisThread();
                                done.Notify();
@@ -497,6 +573,7 @@ TEST_P(TenantLoadTest, ATaskBeyondItsShareRunsAtTheLowestPriorityAndAnswersAtNor
   release.Notify();
   first.join();
   EXPECT_EQ(ran.load(), 19);
+  EXPECT_TRUE(ran_idle.load());
   EXPECT_EQ(answered.load(), own);
   EXPECT_EQ(BeyondShare(), 1);
 }
