@@ -34,16 +34,16 @@ TenantQuota::TaskStart TenantQuota::StartTask(const std::string& tenant, uint64_
   }
   MoveWindows(now);
   auto [mine, first] = started_.try_emplace(tenant, 0);
-  if (first && !started_before_.contains(tenant)) ++active_tenants_;
+  const auto before = started_before_.find(tenant);
+  const uint64_t its_before = before == started_before_.end() ? 0 : before->second;
+  if (first && before == started_before_.end()) ++active_tenants_;
   mine->second += operations;
   started_sum_ += operations;
   const bool beside_its_own = held.tasks++ > 0;
   if (active_tenants_ < 2) return TaskStart::kShare;
   if (beside_its_own) return TaskStart::kBeyondShare;
   // Its operations against an equal share of all active tenants'.
-  const auto before = started_before_.find(tenant);
-  const double its =
-      static_cast<double>(mine->second + (before == started_before_.end() ? 0 : before->second));
+  const double its = static_cast<double>(mine->second + its_before);
   const double equal_share = static_cast<double>(started_sum_ + started_before_sum_) /
                              static_cast<double>(active_tenants_);
   return its > kHeavyShare * equal_share ? TaskStart::kBeyondShare : TaskStart::kShare;
