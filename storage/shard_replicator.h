@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -37,12 +38,22 @@ class ShardReplicator {
   // has handed out before. Only while leading.
   virtual absl::StatusOr<uint64_t> NextToken(uint32_t shard) = 0;
 
-  // Appends each write to its shard's log, waits until a majority of the
-  // shard's replicas has persisted it, applies it to this node's records
-  // and answers OK; one status per write, in order. A write that is not
-  // committed in time answers UNAVAILABLE: it may still take effect later,
-  // as any unanswered write may. Called with the writes' stripe locks held.
-  virtual std::vector<absl::Status> Commit(std::vector<ShardWrite> writes) = 0;
+  // Called once with one status per write of a CommitAsync, in order.
+  using CommitDone = absl::AnyInvocable<void(std::vector<absl::Status>) &&>;
+
+  // Appends each write to its shard's log and returns. Once a majority of
+  // each shard's replicas has persisted its write and the write is applied
+  // to this node's records, `done` runs with OK for it; one status per
+  // write, in order. A write that is not committed in time answers
+  // UNAVAILABLE: it may still take effect later, as any unanswered write
+  // may. `done` runs on whichever thread learns the last outcome (a
+  // replication thread, or this one when every write fails at once): it
+  // must not block. Called with the writes' stripe locks held, which the
+  // caller keeps until `done`.
+  virtual void CommitAsync(std::vector<ShardWrite> writes, CommitDone done) = 0;
+
+  // CommitAsync, waiting for its outcome.
+  std::vector<absl::Status> Commit(std::vector<ShardWrite> writes);
 };
 
 }  // namespace dedup::storage

@@ -232,11 +232,34 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
   return Apply(ops, std::numeric_limits<size_t>::max());
 }
 
-std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> ops,
-                                                   size_t answer_budget_bytes) {
+// What one Apply decided under its stripe locks, before anything of it
+// is written.
+struct Store::Decision {
+  std::vector<absl::StatusOr<OpResult>> results;
+  std::vector<uint32_t> op_shards;
+  // Replicated: whether this node may answer for a shard, asked once per
+  // shard of the batch.
+  std::map<uint32_t, absl::Status> leading;
+  // Single node: one write for the batch. Replicated: one per shard, whose
+  // operations name no family (a log entry, shard_replicator.h).
+  rocksdb::WriteBatch batch;
+  std::map<uint32_t, rocksdb::WriteBatch> shard_batches;
+};
+
+namespace {
+
+std::vector<uint64_t> KeyHashes(absl::Span<const Operation> ops) {
   std::vector<uint64_t> hashes;
   hashes.reserve(ops.size());
   for (const Operation& op : ops) hashes.push_back(KeyHash(OpNamespace(op), OpKey(op)));
+  return hashes;
+}
+
+}  // namespace
+
+std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> ops,
+                                                   size_t answer_budget_bytes) {
+  const std::vector<uint64_t> hashes = KeyHashes(ops);
   // A hot key: while another call holds a stripe of this batch, a batch that
   // writes nothing (duplicates of held or completed keys, queries) is
   // answered from a read now instead of queueing behind it. Replicated
@@ -250,25 +273,77 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
   // Held across the write on purpose: the answer to the next operation on
   // a key depends on this one being persisted.
   StripeLocks::Guard guard(&stripes_, hashes);
-
-  const int64_t now_ms = dir_->time()->NowMs();
   ShardReplicator* const replicator = replicator_.load();
-  std::vector<absl::StatusOr<OpResult>> results;
+  Decision decision;
+  DecideAll(ops, hashes, answer_budget_bytes, replicator, &decision);
+  std::vector<absl::StatusOr<OpResult>>& results = decision.results;
+
+  if (replicator != nullptr) {
+    std::vector<ShardWrite> writes = Writes(replicator, &decision);
+    if (!writes.empty()) TakeCommitted(replicator->Commit(std::move(writes)), &decision);
+    return std::move(results);
+  }
+  rocksdb::WriteBatch& batch = decision.batch;
+  if (batch.Count() > 0 && sync_failed_) {
+    const absl::Status refused = BackgroundError();
+    for (auto& result : results) result = absl::UnavailableError(refused.message());
+  } else if (batch.Count() > 0) {
+    const bool sync =
+        options_.durability == Durability::kFsync && !options_.group_sync &&
+        !(options_.env_for_testing != nullptr && options_.env_for_testing->unsynced_fsync);
+    absl::Status written =
+        sync ? dir_->WriteSynced(&batch, "cannot persist")
+             : FromRocks(dir_->db()->Write(rocksdb::WriteOptions(), &batch), "cannot persist");
+    if (!written.ok()) {
+      for (auto& result : results) result = absl::UnavailableError(written.message());
+    }
+  }
+  return std::move(results);
+}
+
+bool Store::TryApplyAsync(absl::Span<const Operation> ops, size_t answer_budget_bytes,
+                          ApplyDone done) {
+  ShardReplicator* const replicator = replicator_.load();
+  if (replicator == nullptr) {
+    std::move(done)(Apply(ops, answer_budget_bytes));
+    return true;
+  }
+  const std::vector<uint64_t> hashes = KeyHashes(ops);
+  std::unique_ptr<StripeLocks::Guard> guard = StripeLocks::Guard::TryAcquire(&stripes_, hashes);
+  if (guard == nullptr) return false;
+  auto decision = std::make_unique<Decision>();
+  DecideAll(ops, hashes, answer_budget_bytes, replicator, decision.get());
+  std::vector<ShardWrite> writes = Writes(replicator, decision.get());
+  if (writes.empty()) {
+    guard.reset();
+    std::move(done)(std::move(decision->results));
+    return true;
+  }
+  // The stripes stay held until the writes are committed and applied: the
+  // answer to the next operation on a key depends on them.
+  replicator->CommitAsync(std::move(writes),
+                          [decision = std::move(decision), guard = std::move(guard),
+                           done = std::move(done)](std::vector<absl::Status> committed) mutable {
+                            TakeCommitted(committed, decision.get());
+                            guard.reset();
+                            std::move(done)(std::move(decision->results));
+                          });
+  return true;
+}
+
+void Store::DecideAll(absl::Span<const Operation> ops, const std::vector<uint64_t>& hashes,
+                      size_t answer_budget_bytes, ShardReplicator* replicator, Decision* decision) {
+  const int64_t now_ms = dir_->time()->NowMs();
+  std::vector<absl::StatusOr<OpResult>>& results = decision->results;
   results.reserve(ops.size());
-  std::vector<uint32_t> op_shards;
+  std::vector<uint32_t>& op_shards = decision->op_shards;
   op_shards.reserve(ops.size());
-  // Replicated: whether this node may answer for a shard, asked once per
-  // shard of the batch.
-  std::map<uint32_t, absl::Status> leading;
+  std::map<uint32_t, absl::Status>& leading = decision->leading;
   // Records written earlier in this batch, by storage key, of the keys
   // that occur more than once in it (most batches have none, and skip the
   // map).
   std::unordered_map<std::string, Record> pending;
   const std::vector<bool> shared = SharedHashes(hashes);
-  // Single node: one write for the batch. Replicated: one per shard, whose
-  // operations name no family (a log entry, shard_replicator.h).
-  rocksdb::WriteBatch batch;
-  std::map<uint32_t, rocksdb::WriteBatch> shard_batches;
   size_t answer_bytes = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
     const Operation& op = ops[i];
@@ -303,62 +378,51 @@ std::vector<absl::StatusOr<OpResult>> Store::Apply(absl::Span<const Operation> o
     }
     if (t->write) {
       if (replicator != nullptr) {
-        shard_batches[shard].Put(storage_key, EncodeRecord(t->stored));
+        decision->shard_batches[shard].Put(storage_key, EncodeRecord(t->stored));
       } else {
         std::string scratch;
-        batch.Put(dir_->shard(shard), FamilyKey(*dir_, shard, storage_key, &scratch),
-                  EncodeRecord(t->stored));
+        decision->batch.Put(dir_->shard(shard), FamilyKey(*dir_, shard, storage_key, &scratch),
+                            EncodeRecord(t->stored));
       }
       if (shared[i]) pending[storage_key] = std::move(t->stored);
     }
     t->result.now_ms = now_ms;
     results.push_back(std::move(t->result));
   }
+}
 
-  if (replicator != nullptr) {
-    // Answers that wrote nothing were read from this replica: they go out
-    // only if it still leads (a node paused between the read and now may
-    // have been replaced). Commit checks the same for the shards written.
-    for (const auto& [shard, was_leading] : leading) {
-      if (!was_leading.ok() || shard_batches.count(shard) != 0) continue;
-      const absl::Status still = replicator->CheckLeading(shard);
-      if (still.ok()) continue;
-      for (size_t i = 0; i < ops.size(); ++i) {
-        if (op_shards[i] == shard && results[i].ok()) results[i] = still;
+std::vector<ShardWrite> Store::Writes(ShardReplicator* replicator, Decision* decision) {
+  // Answers that wrote nothing were read from this replica: they go out
+  // only if it still leads (a node paused between the read and now may
+  // have been replaced). Commit checks the same for the shards written.
+  for (const auto& [shard, was_leading] : decision->leading) {
+    if (!was_leading.ok() || decision->shard_batches.count(shard) != 0) continue;
+    const absl::Status still = replicator->CheckLeading(shard);
+    if (still.ok()) continue;
+    for (size_t i = 0; i < decision->results.size(); ++i) {
+      if (decision->op_shards[i] == shard && decision->results[i].ok()) {
+        decision->results[i] = still;
       }
     }
-    if (shard_batches.empty()) return results;
-    std::vector<ShardWrite> writes;
-    for (auto& [shard, shard_batch] : shard_batches) {
-      writes.push_back({shard, shard_batch.Data()});
-    }
-    std::vector<absl::Status> committed = replicator->Commit(std::move(writes));
-    size_t w = 0;
-    for (const auto& [shard, shard_batch] : shard_batches) {
-      const absl::Status& status = committed[w++];
-      if (status.ok()) continue;
-      // Every answer of the shard: later items may have read the write.
-      for (size_t i = 0; i < ops.size(); ++i) {
-        if (op_shards[i] == shard) results[i] = status;
-      }
-    }
-    return results;
   }
-  if (batch.Count() > 0 && sync_failed_) {
-    const absl::Status refused = BackgroundError();
-    for (auto& result : results) result = absl::UnavailableError(refused.message());
-  } else if (batch.Count() > 0) {
-    const bool sync =
-        options_.durability == Durability::kFsync && !options_.group_sync &&
-        !(options_.env_for_testing != nullptr && options_.env_for_testing->unsynced_fsync);
-    absl::Status written =
-        sync ? dir_->WriteSynced(&batch, "cannot persist")
-             : FromRocks(dir_->db()->Write(rocksdb::WriteOptions(), &batch), "cannot persist");
-    if (!written.ok()) {
-      for (auto& result : results) result = absl::UnavailableError(written.message());
+  std::vector<ShardWrite> writes;
+  writes.reserve(decision->shard_batches.size());
+  for (auto& [shard, shard_batch] : decision->shard_batches) {
+    writes.push_back({shard, shard_batch.Data()});
+  }
+  return writes;
+}
+
+void Store::TakeCommitted(const std::vector<absl::Status>& committed, Decision* decision) {
+  size_t w = 0;
+  for (const auto& [shard, shard_batch] : decision->shard_batches) {
+    const absl::Status& status = committed[w++];
+    if (status.ok()) continue;
+    // Every answer of the shard: later items may have read the write.
+    for (size_t i = 0; i < decision->results.size(); ++i) {
+      if (decision->op_shards[i] == shard) decision->results[i] = status;
     }
   }
-  return results;
 }
 
 std::optional<std::vector<absl::StatusOr<OpResult>>> Store::AnswerWithoutWriting(

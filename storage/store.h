@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -20,6 +21,7 @@
 #include "storage/compaction_drops.h"
 #include "storage/operation.h"
 #include "storage/record.h"
+#include "storage/shard_replicator.h"
 #include "storage/store_stats.h"
 #include "storage/stripe_locks.h"
 
@@ -162,6 +164,17 @@ class Store {
   std::vector<absl::StatusOr<OpResult>> Apply(absl::Span<const Operation> ops,
                                               size_t answer_budget_bytes);
 
+  // Apply without waiting for a replicated cluster's commit: for the thread
+  // that read a call, which must not block on followers. Runs `done` with
+  // the answers of Apply(ops, answer_budget_bytes), on this thread when
+  // nothing is to be committed (or the store is not replicated), else on
+  // the replication thread that sees the commit. Returns false, having
+  // done nothing, when another call holds a stripe of `ops` now: that call
+  // may be waiting for its own commit, so the caller should run Apply
+  // where it may wait (a worker).
+  using ApplyDone = absl::AnyInvocable<void(std::vector<absl::StatusOr<OpResult>>) &&>;
+  bool TryApplyAsync(absl::Span<const Operation> ops, size_t answer_budget_bytes, ApplyDone done);
+
   // Runs `done` once the WAL is synced through every write that any Apply
   // returned before this call: at once without group_sync (Apply synced
   // it already); with it, on the store's sync thread after the next sync,
@@ -244,6 +257,15 @@ class Store {
   std::optional<std::vector<absl::StatusOr<OpResult>>> AnswerWithoutWriting(
       absl::Span<const Operation> ops, const std::vector<uint64_t>& hashes,
       size_t answer_budget_bytes) const;
+  // Apply's steps: what each operation does, under the stripe locks of
+  // all of them; the writes a replicated store commits (answers read from
+  // a shard this node no longer leads are refused first); and the
+  // commit's outcome on the answers.
+  struct Decision;
+  void DecideAll(absl::Span<const Operation> ops, const std::vector<uint64_t>& hashes,
+                 size_t answer_budget_bytes, ShardReplicator* replicator, Decision* decision);
+  static std::vector<ShardWrite> Writes(ShardReplicator* replicator, Decision* decision);
+  static void TakeCommitted(const std::vector<absl::Status>& committed, Decision* decision);
   void SyncLoop();
   void GroupSyncLoop();
   // One sync of the WAL for a group of waiters, with Sync.

@@ -57,6 +57,10 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Start(const ReplicatorOp
     storage::NameThisThread("elections");
     p->ElectionLoop();
   });
+  r->threads_.emplace_back([p = r.get()] {
+    storage::NameThisThread("commit-sweep");
+    p->CommitSweepLoop();
+  });
   r->EnsureShippers();
   return r;
 }
@@ -518,6 +522,7 @@ void Replicator::Stop() {
     absl::MutexLock lock(&shard->mu);
     StepDown(shard.get(), "stopping");
   }
+  SweepCommitsSoon();
   for (std::thread& thread : threads_) thread.join();
   threads_.clear();
   // The election workers wait on elect_mu_: a release makes them look at

@@ -190,7 +190,7 @@ class Replicator : public storage::ShardReplicator {
   // storage::ShardReplicator.
   absl::Status CheckLeading(uint32_t shard) override;
   absl::StatusOr<uint64_t> NextToken(uint32_t shard) override;
-  std::vector<absl::Status> Commit(std::vector<storage::ShardWrite> writes) override;
+  void CommitAsync(std::vector<storage::ShardWrite> writes, CommitDone done) override;
 
   // The Replication service, as a follower and a voter.
   // Unless `sync` is false, when the caller syncs the log before it
@@ -245,6 +245,22 @@ class Replicator : public storage::ShardReplicator {
     // When this node, leading the source, first saw the target unable to
     // stand (a re-seed key of it in etcd).
     absl::Time target_kept_since = absl::InfiniteFuture();
+  };
+  // One CommitAsync: its outcome, and what is still undecided of it.
+  struct CommitCall {
+    absl::Mutex mu;
+    std::vector<absl::Status> results ABSL_GUARDED_BY(mu);
+    size_t undecided ABSL_GUARDED_BY(mu) = 0;
+    CommitDone done;
+  };
+  // A write of this node's, as the leader, appended to its shard's log and
+  // waiting for the commit (CompleteCommits decides it).
+  struct PendingCommit {
+    uint64_t epoch = 0;
+    storage::LogEntry entry;  // Applied as written once committed.
+    absl::Time deadline;
+    std::shared_ptr<CommitCall> call;
+    size_t index = 0;  // In the call's writes.
   };
   struct Shard {
     absl::Mutex mu;
@@ -313,6 +329,8 @@ class Replicator : public storage::ShardReplicator {
     std::set<uint32_t> dedicated ABSL_GUARDED_BY(mu);
     // Waiting for, or in, an election of this node's (ElectionWorker).
     bool election_queued ABSL_GUARDED_BY(mu) = false;
+    // This node's writes waiting for their commit, by log position.
+    std::map<uint64_t, PendingCommit> pending ABSL_GUARDED_BY(mu);
   };
   // One shard's append to one peer, as planned and sent.
   struct Outgoing {
@@ -456,6 +474,19 @@ class Replicator : public storage::ShardReplicator {
   // Raises the commit to what a majority holds (only entries of the
   // leader's own epoch count, §3) and wakes whoever waits for it.
   void AdvanceCommit(Shard* shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu);
+  // Decides the pending writes of `shards` that can be: applies the
+  // committed ones to the records (one RocksDB write for all of them) and
+  // fails those whose leadership ended or whose time ran out, stepping
+  // down for the latter; then runs the callbacks of the calls decided
+  // whole. On whichever thread raised a commit, ended a leadership or
+  // sweeps (CommitSweepLoop); takes no lock on entry.
+  void CompleteCommits(const std::vector<Shard*>& shards);
+  // CompleteCommits for the shards with pending writes, at once after a
+  // leadership ends and every 100 ms while writes are pending: their
+  // deadlines, and commits raised outside a shipping round (a re-seed, a
+  // placement change).
+  void CommitSweepLoop();
+  void SweepCommitsSoon();
   // Copies the shard's records to a follower that needs entries this log
   // no longer holds, then lets it follow from there (§4).
   absl::Status Reseed(Shard* shard, uint32_t peer, uint64_t epoch);
@@ -552,6 +583,12 @@ class Replicator : public storage::ShardReplicator {
   absl::Mutex stop_mu_;
   bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
   std::atomic<bool> stopped_{false};
+  // Writes in the shards' `pending`, all told: whether CommitSweepLoop has work.
+  std::atomic<uint64_t> pending_commits_{0};
+  // Wakes CommitSweepLoop: a leadership ended (StepDown), or Stop. Taken
+  // after a shard's mu, never before.
+  absl::Mutex sweep_mu_;
+  bool sweep_due_ ABSL_GUARDED_BY(sweep_mu_) = false;
   // Set by HandOff: this node takes over no shard any more.
   std::atomic<bool> handing_off_{false};
   // The last read of etcd found a move that names this node as its source

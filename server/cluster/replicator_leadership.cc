@@ -620,6 +620,8 @@ void Replicator::StepDown(Shard* shard, absl::string_view why) {
   shard->serving = false;
   shard->leader = -1;
   shard->leaderless_since = absl::Now();
+  // Its writes waiting for a commit are answered UNAVAILABLE.
+  if (!shard->pending.empty()) SweepCommitsSoon();
   LogEvent(spdlog::level::warn, "no longer leading shard",
            {{"shard", absl::StrCat(shard->index)},
             {"epoch", absl::StrCat(shard->lead_epoch)},

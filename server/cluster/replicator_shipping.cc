@@ -301,6 +301,7 @@ void Replicator::ShipDedicated(Shard* shard, uint32_t peer) {
     CountShipped(peer, out.entries, out.bytes, out.entry_bytes);
     bool more = false;
     if (TakeAppendResult(out, peer, status, response, &more)) ReleaseLeaderKey(s, out.epoch);
+    CompleteCommits({shard});
     if (!status.ok()) {
       absl::MutexLock lock(&stop_mu_);
       stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_),
@@ -447,13 +448,19 @@ void Replicator::ShipLoop(uint32_t peer) {
         if (!statuses[i].ok()) shipped = statuses[i];
       }
     }
+    std::vector<Shard*> answered;
+    answered.reserve(outgoing.size());
     for (size_t i = 0; i < outgoing.size(); ++i) {
       bool lacks = false;
       if (TakeAppendResult(outgoing[i], peer, statuses[i], responses[i], &lacks)) {
         ReleaseLeaderKey(outgoing[i].shard->index, outgoing[i].epoch);
       }
       if (lacks) behind.insert(outgoing[i].shard->index);
+      answered.push_back(outgoing[i].shard);
     }
+    // The writes whose commit this round raised are applied and answered
+    // here, on this thread.
+    CompleteCommits(answered);
     // A shard whose log could not be read goes again with the next round,
     // which looks at every shard (and pauses if nothing else is due).
     if (retry) more = true;
@@ -489,10 +496,10 @@ void Replicator::AdvanceCommit(Shard* shard) {
   shard->commit_seq = core::NextCommit(shard->commit_seq, majority_holds, shard->epoch_start_seq);
 }
 
-std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> writes) {
+void Replicator::CommitAsync(std::vector<storage::ShardWrite> writes, CommitDone done) {
+  auto call = std::make_shared<CommitCall>();
+  call->done = std::move(done);
   std::vector<absl::Status> results(writes.size());
-  std::vector<LogPosition> positions(writes.size());
-  std::vector<LogEntry> entries(writes.size());
   std::vector<uint64_t> epochs(writes.size(), 0);
   const absl::Status storage_health = store_->BackgroundError();
   // One append, and one sync, for every shard of the call.
@@ -518,91 +525,186 @@ std::vector<absl::Status> Replicator::Commit(std::vector<storage::ShardWrite> wr
     due.shard = shard.index;
     for (const auto& [node, peer] : shard.peers) due.peers.push_back(node);
   }
-  if (!appends.empty()) {
-    absl::StatusOr<std::vector<LogPosition>> appended = log_->AppendAll(appends);
-    for (size_t k = 0; k < appended_writes.size(); ++k) {
-      const size_t i = appended_writes[k];
-      if (!appended.ok()) {
-        results[i] = absl::UnavailableError(appended.status().message());
-        epochs[i] = 0;
-        continue;
-      }
-      positions[i] = (*appended)[k];
-      // Applied as written once committed, not read back from the log.
-      entries[i] = {positions[i].epoch, positions[i].seq, std::move(appends[k].batch)};
-    }
-    if (appended.ok()) KickShippers(new_entries);
+  absl::StatusOr<std::vector<LogPosition>> appended = std::vector<LogPosition>();
+  if (!appends.empty()) appended = log_->AppendAll(appends);
+  if (!appended.ok()) {
+    for (size_t i : appended_writes)
+      results[i] = absl::UnavailableError(appended.status().message());
+    appended_writes.clear();
+  }
+  if (appended_writes.empty()) {
+    std::move(call->done)(std::move(results));
+    return;
+  }
+  {
+    absl::MutexLock lock(&call->mu);
+    call->results = std::move(results);
+    call->undecided = appended_writes.size();
   }
   const absl::Time deadline = absl::Now() + options_.lease_ttl;
-  // The committed writes, applied together below: one RocksDB write for
-  // every shard of the call.
-  std::vector<storage::ReplicationLog::ShardApply> applies;
-  std::vector<size_t> applied_writes;
-  for (size_t i = 0; i < writes.size(); ++i) {
-    if (epochs[i] == 0) continue;
-    Shard& shard = *shards_[writes[i].shard];
-    const uint64_t epoch = epochs[i];
-    const uint64_t seq = positions[i].seq;
-    bool committed;
-    {
-      absl::MutexLock lock(&shard.mu);
-      auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-        return stopped_.load() || !shard.leading || shard.lead_epoch != epoch ||
-               shard.commit_seq >= seq;
-      };
-      shard.mu.AwaitWithDeadline(absl::Condition(&done), deadline);
-      committed = shard.leading && shard.lead_epoch == epoch && shard.commit_seq >= seq;
-      if (!committed && shard.leading && shard.lead_epoch == epoch) {
-        // The entry may still be committed by a later leader, after writes
-        // this node would decide without it: only a new election, which
-        // applies everything committed first, may serve the shard again.
-        StepDown(&shard, "a write was not acknowledged by a majority in time");
-      }
-    }
-    if (!committed) {
-      ReleaseLeaderKey(shard.index, epoch);
-      results[i] = absl::UnavailableError(absl::StrCat(
-          "shard ", shard.index,
-          ": the write was not acknowledged by a majority of its replicas in time; it may or may "
-          "not take effect, retry"));
-      continue;
-    }
-    applies.push_back({shard.index, seq, absl::MakeConstSpan(&entries[i], 1)});
-    applied_writes.push_back(i);
+  std::vector<Shard*> shards;
+  for (size_t k = 0; k < appended_writes.size(); ++k) {
+    const size_t i = appended_writes[k];
+    const LogPosition position = (*appended)[k];
+    Shard* shard = shards_[writes[i].shard].get();
+    shards.push_back(shard);
+    absl::MutexLock lock(&shard->mu);
+    PendingCommit& pending = shard->pending[position.seq];
+    pending.epoch = epochs[i];
+    pending.entry = {position.epoch, position.seq, std::move(appends[k].batch)};
+    pending.deadline = deadline;
+    pending.call = call;
+    pending.index = i;
+    pending_commits_.fetch_add(1, std::memory_order_relaxed);
   }
-  if (applies.empty()) return results;
-  const std::vector<absl::Status> applied = log_->ApplyAll(applies);
-  const bool lease_valid = LeaseValid();
-  for (size_t k = 0; k < applied_writes.size(); ++k) {
-    const size_t i = applied_writes[k];
-    results[i] = applied[k];
-    if (!results[i].ok()) {
-      // Committed, but not in this node's records: decisions from them
-      // would miss it. A new election applies everything committed first.
-      Shard& shard = *shards_[applies[k].shard];
-      bool stepped_down = false;
-      {
-        absl::MutexLock lock(&shard.mu);
-        if (shard.leading && shard.lead_epoch == epochs[i]) {
-          StepDown(&shard,
-                   absl::StrCat("a committed write could not be applied: ", results[i].message()));
-          stepped_down = true;
+  KickShippers(new_entries);
+  // A shipping round that began before the writes were pending may have
+  // committed them already; and a leadership may have ended meanwhile.
+  CompleteCommits(shards);
+}
+
+void Replicator::CompleteCommits(const std::vector<Shard*>& shards) {
+  struct Decided {
+    std::shared_ptr<CommitCall> call;
+    size_t index;
+    absl::Status status;
+  };
+  std::vector<Decided> decided;
+  // The committed writes, by shard, applied together below: one RocksDB
+  // write for every shard.
+  struct Committed {
+    Shard* shard;
+    std::vector<storage::LogEntry> entries;
+    std::vector<PendingCommit> writes;
+    uint64_t epoch;
+  };
+  std::vector<Committed> committed;
+  std::vector<std::pair<uint32_t, uint64_t>> released;  // Leader keys to give up.
+  const absl::Time now = absl::Now();
+  const bool stopped = stopped_.load();
+  std::vector<Shard*> distinct = shards;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  for (Shard* shard : distinct) {
+    absl::MutexLock lock(&shard->mu);
+    if (shard->pending.empty()) continue;
+    Committed* ready = nullptr;
+    for (auto it = shard->pending.begin(); it != shard->pending.end();) {
+      PendingCommit& pending = it->second;
+      const bool same_leadership = !stopped && shard->leading && shard->lead_epoch == pending.epoch;
+      if (same_leadership && shard->commit_seq >= it->first) {
+        if (ready == nullptr) {
+          ready = &committed.emplace_back();
+          ready->shard = shard;
+          ready->epoch = pending.epoch;
         }
+        ready->entries.push_back(std::move(pending.entry));
+        ready->writes.push_back(std::move(pending));
+      } else if (!same_leadership || now >= pending.deadline) {
+        if (same_leadership) {
+          // The entry may still be committed by a later leader, after
+          // writes this node would decide without it: only a new
+          // election, which applies everything committed first, may serve
+          // the shard again.
+          StepDown(shard, "a write was not acknowledged by a majority in time");
+        }
+        if (released.empty() || released.back() != std::make_pair(shard->index, pending.epoch)) {
+          released.emplace_back(shard->index, pending.epoch);
+        }
+        decided.push_back(
+            {std::move(pending.call), pending.index,
+             absl::UnavailableError(absl::StrCat(
+                 "shard ", shard->index,
+                 ": the write was not acknowledged by a majority of its replicas in time; it may "
+                 "or may not take effect, retry"))});
+      } else {
+        break;  // Neither committed nor due; nor, mostly, are those after it.
       }
-      if (stepped_down) ReleaseLeaderKey(shard.index, epochs[i]);
-      continue;
-    }
-    if (results[i].ok() && !lease_valid) {
-      // A node paused past its lease may have been replaced while it
-      // waited: it answers nothing more. The entry is on a majority, so
-      // every later leader holds it.
-      results[i] = absl::UnavailableError(absl::StrCat(
-          "shard ", applies[k].shard,
-          ": this node's leadership lease ran out before it could answer; the write is on a "
-          "majority of the replicas and takes effect, retry"));
+      it = shard->pending.erase(it);
+      pending_commits_.fetch_sub(1, std::memory_order_relaxed);
     }
   }
-  return results;
+  for (const auto& [s, epoch] : released) ReleaseLeaderKey(s, epoch);
+  if (!committed.empty()) {
+    std::vector<storage::ReplicationLog::ShardApply> applies;
+    applies.reserve(committed.size());
+    for (const Committed& c : committed) {
+      applies.push_back({c.shard->index, c.entries.back().seq, absl::MakeConstSpan(c.entries)});
+    }
+    const std::vector<absl::Status> applied = log_->ApplyAll(applies);
+    const bool lease_valid = LeaseValid();
+    for (size_t k = 0; k < committed.size(); ++k) {
+      Committed& c = committed[k];
+      absl::Status status = applied[k];
+      if (!status.ok()) {
+        // Committed, but not in this node's records: decisions from them
+        // would miss it. A new election applies everything committed first.
+        bool stepped_down = false;
+        {
+          absl::MutexLock lock(&c.shard->mu);
+          if (c.shard->leading && c.shard->lead_epoch == c.epoch) {
+            StepDown(c.shard,
+                     absl::StrCat("a committed write could not be applied: ", status.message()));
+            stepped_down = true;
+          }
+        }
+        if (stepped_down) ReleaseLeaderKey(c.shard->index, c.epoch);
+      } else if (!lease_valid) {
+        // A node paused past its lease may have been replaced while it
+        // waited: it answers nothing more. The entry is on a majority, so
+        // every later leader holds it.
+        status = absl::UnavailableError(absl::StrCat(
+            "shard ", c.shard->index,
+            ": this node's leadership lease ran out before it could answer; the write is on a "
+            "majority of the replicas and takes effect, retry"));
+      }
+      for (PendingCommit& write : c.writes) {
+        decided.push_back({std::move(write.call), write.index, status});
+      }
+    }
+  }
+  for (Decided& d : decided) {
+    CommitDone done;
+    std::vector<absl::Status> results;
+    {
+      absl::MutexLock lock(&d.call->mu);
+      d.call->results[d.index] = std::move(d.status);
+      if (--d.call->undecided > 0) continue;
+      results = std::move(d.call->results);
+    }
+    // Decided whole: this thread is the last to touch the call's writes.
+    std::move(d.call->done)(std::move(results));
+  }
+}
+
+void Replicator::SweepCommitsSoon() {
+  absl::MutexLock lock(&sweep_mu_);
+  sweep_due_ = true;
+}
+
+void Replicator::CommitSweepLoop() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&sweep_mu_);
+      sweep_mu_.AwaitWithTimeout(absl::Condition(&sweep_due_),
+                                 pending_commits_.load(std::memory_order_relaxed) > 0
+                                     ? absl::Milliseconds(100)
+                                     : absl::Seconds(1));
+      sweep_due_ = false;
+    }
+    // Read first: the pass after Stop fails every write still pending,
+    // and a write made pending later is failed by its own CommitAsync.
+    const bool stopping = stopped_.load();
+    if (pending_commits_.load(std::memory_order_relaxed) > 0) {
+      std::vector<Shard*> shards;
+      for (auto& shard : shards_) {
+        absl::MutexLock lock(&shard->mu);
+        if (!shard->pending.empty()) shards.push_back(shard.get());
+      }
+      CompleteCommits(shards);
+    }
+    if (stopping) return;
+  }
 }
 
 absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
