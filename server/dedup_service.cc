@@ -81,7 +81,60 @@ void DedupService::TaskSlot::Release() {
 
 grpc::Status DedupService::Submit(const Caller& caller, uint64_t operations,
                                   std::function<void(TaskSlot&)> task) {
-  const TenantQuota::TaskStart start = tenants_.StartTask(caller.tenant, operations);
+  return Run(caller, tenants_.StartTask(caller.tenant, operations), std::move(task));
+}
+
+grpc::Status DedupService::SubmitBatch(const Caller& caller,
+                                       std::shared_ptr<const v1::BatchRequest> request,
+                                       BatchAnswer answer) {
+  const TenantQuota::TaskStart start =
+      tenants_.StartTask(caller.tenant, request->operations_size());
+  // Inline on a replicated node: buffered durability, where the log append
+  // waits for no disk (server_settings.cc).
+  if (replicator_ != nullptr && execution_ == Execution::kInline &&
+      store_->durability() == storage::Durability::kBuffered &&
+      start != TenantQuota::TaskStart::kRefused && start != TenantQuota::TaskStart::kBeyondShare &&
+      !store_->WritesStalled()) {
+    auto prepared = std::make_shared<PreparedBatch>(PrepareBatch(*request, caller));
+    const bool started =
+        store_->TryApplyAsync(prepared->valid, limits_.max_batch_answer_bytes,
+                              [this, tenant = caller.tenant, request, prepared,
+                               answer](std::vector<absl::StatusOr<storage::OpResult>> applied) {
+                                v1::BatchResponse response;
+                                const std::string ns = FinishBatch(*request, prepared.get(),
+                                                                   std::move(applied), &response);
+                                TaskSlot slot(this, tenant, /*yielding=*/false);
+                                slot.Answer([answer, response = std::move(response), ns]() mutable {
+                                  answer(std::move(response), ns);
+                                });
+                              });
+    if (started) return grpc::Status::OK;
+    // Another call holds one of its keys: its turn comes on a worker, where
+    // it may wait.
+    auto task = [this, caller, request, prepared, answer](TaskSlot& slot) {
+      std::vector<absl::StatusOr<storage::OpResult>> applied;
+      if (!prepared->valid.empty()) {
+        applied = store_->Apply(prepared->valid, limits_.max_batch_answer_bytes);
+      }
+      v1::BatchResponse response;
+      const std::string ns = FinishBatch(*request, prepared.get(), std::move(applied), &response);
+      slot.Answer([answer, response = std::move(response), ns]() mutable {
+        answer(std::move(response), ns);
+      });
+    };
+    return Run(caller, start, std::move(task));
+  }
+  return Run(caller, start, [this, caller, request, answer](TaskSlot& slot) {
+    v1::BatchResponse response;
+    const std::string ns = ExecuteBatch(*request, caller, &response);
+    slot.Answer([answer, response = std::move(response), ns]() mutable {
+      answer(std::move(response), ns);
+    });
+  });
+}
+
+grpc::Status DedupService::Run(const Caller& caller, TenantQuota::TaskStart start,
+                               std::function<void(TaskSlot&)> task) {
   if (start == TenantQuota::TaskStart::kRefused) {
     return grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -93,7 +146,10 @@ grpc::Status DedupService::Submit(const Caller& caller, uint64_t operations,
   // it takes little of the CPU that other tenants' calls want
   // (design.md §10).
   const bool yielding = start == TenantQuota::TaskStart::kBeyondShare;
-  if (execution_ == Execution::kInline && !yielding && !store_->WritesStalled()) {
+  // A replicated node's calls wait for their followers: only Stream
+  // batches run without a worker there (SubmitBatch).
+  if (execution_ == Execution::kInline && replicator_ == nullptr && !yielding &&
+      !store_->WritesStalled()) {
     TaskSlot slot(this, caller.tenant, /*yielding=*/false);
     task(slot);
     slot.Release();
@@ -362,13 +418,21 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
 
 std::string DedupService::ExecuteBatch(const v1::BatchRequest& request, const Caller& caller,
                                        v1::BatchResponse* response) {
+  PreparedBatch prepared = PrepareBatch(request, caller);
+  std::vector<absl::StatusOr<storage::OpResult>> applied;
+  if (!prepared.valid.empty()) {
+    applied = store_->Apply(prepared.valid, limits_.max_batch_answer_bytes);
+  }
+  return FinishBatch(request, &prepared, std::move(applied), response);
+}
+
+DedupService::PreparedBatch DedupService::PrepareBatch(const v1::BatchRequest& request,
+                                                       const Caller& caller) {
   const int n = request.operations_size();
-  response->set_batch_id(request.batch_id());
-  std::vector<absl::StatusOr<storage::OpResult>> results(n, absl::InternalError("not executed"));
-  std::vector<storage::Operation> valid;
-  std::vector<int> positions;
-  valid.reserve(n);
-  positions.reserve(n);
+  PreparedBatch prepared;
+  prepared.results.assign(n, absl::InternalError("not executed"));
+  prepared.valid.reserve(n);
+  prepared.positions.reserve(n);
   for (int i = 0; i < n; ++i) {
     const v1::Operation& item = request.operations(i);
     absl::Status allowed =
@@ -377,31 +441,35 @@ std::string DedupService::ExecuteBatch(const v1::BatchRequest& request, const Ca
             : Authorize(caller, OperationNamespace(item),
                         item.op_case() == v1::Operation::kQuery ? Role::kRead : Role::kClaim);
     if (!allowed.ok()) {
-      results[i] = allowed;
+      prepared.results[i] = allowed;
       continue;
     }
     absl::StatusOr<storage::Operation> op = translator_.Translate(request.operations(i));
     if (op.ok()) {
       storage::SetIdentity(&*op, caller.identity);
-      valid.push_back(std::move(*op));
-      positions.push_back(i);
+      prepared.valid.push_back(std::move(*op));
+      prepared.positions.push_back(i);
     } else {
-      results[i] = op.status();
+      prepared.results[i] = op.status();
     }
   }
-  if (!valid.empty()) {
-    std::vector<absl::StatusOr<storage::OpResult>> applied =
-        store_->Apply(valid, limits_.max_batch_answer_bytes);
-    for (size_t j = 0; j < applied.size(); ++j) {
-      NoteResult(valid[j], applied[j]);
-      results[positions[j]] = std::move(applied[j]);
-    }
+  return prepared;
+}
+
+std::string DedupService::FinishBatch(const v1::BatchRequest& request, PreparedBatch* prepared,
+                                      std::vector<absl::StatusOr<storage::OpResult>> applied,
+                                      v1::BatchResponse* response) {
+  const int n = request.operations_size();
+  response->set_batch_id(request.batch_id());
+  for (size_t j = 0; j < applied.size(); ++j) {
+    NoteResult(prepared->valid[j], applied[j]);
+    prepared->results[prepared->positions[j]] = std::move(applied[j]);
   }
   for (int i = 0; i < n; ++i) {
-    FillOperationResult(request.operations(i), results[i], response->add_results());
+    FillOperationResult(request.operations(i), prepared->results[i], response->add_results());
   }
   std::string ns;
-  for (const storage::Operation& op : valid) {
+  for (const storage::Operation& op : prepared->valid) {
     if (ns.empty()) ns = storage::OpNamespace(op);
     if (storage::OpNamespace(op) != ns) return "";
   }

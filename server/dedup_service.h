@@ -99,6 +99,20 @@ class DedupService final : public v1::Dedup::CallbackService {
   std::string ExecuteBatch(const v1::BatchRequest& request, const Caller& caller,
                            v1::BatchResponse* response);
 
+  // Runs a Stream batch of `caller` as ExecuteBatch does and calls
+  // `answer` with its response and latency label, on a thread that may
+  // call into gRPC, once the tenant's slot is given back. On a replicated
+  // node in inline execution (buffered durability), a batch within its
+  // tenant's share is decided and appended on this thread and answered by
+  // the replication thread that sees its commit, so that no thread waits
+  // for the followers; it goes to a worker when another call holds one of
+  // its keys (which may be waiting for its own commit) and while RocksDB
+  // stalls writes. Otherwise as Submit. On
+  // refusal, the status to answer, and `answer` is never called.
+  using BatchAnswer = std::function<void(v1::BatchResponse, std::string)>;
+  grpc::Status SubmitBatch(const Caller& caller, std::shared_ptr<const v1::BatchRequest> request,
+                           BatchAnswer answer);
+
   // The caller of `context`, or the status refusing the call; counts a
   // refusal under `ns`.
   absl::StatusOr<Caller> Authenticate(const grpc::CallbackServerContext& context,
@@ -198,6 +212,22 @@ class DedupService final : public v1::Dedup::CallbackService {
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const Request* request,
                                   Response* response, Method method,
                                   void (*fill)(const storage::OpResult&, Response*));
+  // ExecuteBatch's steps: each item authorized and translated; then the
+  // answers of the valid ones applied, all of them filled in, and the
+  // latency label returned.
+  struct PreparedBatch {
+    std::vector<absl::StatusOr<storage::OpResult>> results;
+    std::vector<storage::Operation> valid;
+    std::vector<int> positions;  // Of `valid` in the request.
+  };
+  PreparedBatch PrepareBatch(const v1::BatchRequest& request, const Caller& caller);
+  std::string FinishBatch(const v1::BatchRequest& request, PreparedBatch* prepared,
+                          std::vector<absl::StatusOr<storage::OpResult>> applied,
+                          v1::BatchResponse* response);
+  // Submit, for a task whose tenant has started it (TenantQuota::StartTask).
+  grpc::Status Run(const Caller& caller, TenantQuota::TaskStart start,
+                   std::function<void(TaskSlot&)> task);
+
   // Metrics and notable-event logs of one storage answer (or refusal).
   void NoteResult(const storage::Operation& op, const absl::StatusOr<storage::OpResult>& result);
 

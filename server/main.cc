@@ -60,9 +60,9 @@ ABSL_FLAG(bool, strict, false,
           "[config: strict_namespaces].");
 ABSL_FLAG(uint32_t, workers, 0, "Storage worker threads [config: workers; default 32].");
 ABSL_FLAG(std::string, execution, "",
-          "Where storage work runs: auto, workers or inline (on gRPC's thread, without "
-          "replication only; with fsync the store syncs in groups) [config: execution; "
-          "default auto].");
+          "Where storage work runs: auto, workers or inline (on gRPC's thread; with fsync "
+          "the store syncs in groups; replicated: buffered only, for Stream batches) "
+          "[config: execution; default auto].");
 ABSL_FLAG(uint32_t, max_key_bytes, 0, "Longest key in bytes [config: max_key_bytes; default 512].");
 ABSL_FLAG(std::string, metrics_listen, "",
           "HTTP address of /metrics, /healthz and /readyz, or off [config: metrics_listen; "
@@ -172,9 +172,10 @@ Flags (each overrides the config field in brackets):
   --workers=N           storage worker threads [workers; default 32]
   --execution=MODE      where a call's storage work runs: workers (the pool),
                         inline (the gRPC thread that received it, saving a
-                        hand-off; without replication only; with fsync the
-                        store syncs its WAL in groups), or auto: inline
-                        where allowed [execution]
+                        hand-off; with fsync the store syncs its WAL in
+                        groups; replicated: buffered only, and Stream
+                        batches only), or auto: inline where allowed
+                        [execution]
   --max_key_bytes=N     longest key [max_key_bytes; default 512]
   --log_level=LEVEL     trace, debug, info, warn, error or off (default info)
   --log_format=FORMAT   text, or json: one object per line with time, level,

@@ -111,35 +111,30 @@ void StreamReactor::OnReadDone(bool ok) {
   }
   const RequestStart start = NowForLatency();
   service_->metrics()->RequestStarted();
-  const uint64_t operations = request.operations_size();
-  const grpc::Status queued = service_->Submit(
-      caller_, operations,
-      [this, start, request_bytes, request = std::move(request)](DedupService::TaskSlot& slot) {
-        v1::BatchResponse response;
-        const std::string ns = service_->ExecuteBatch(request, caller_, &response);
-        auto answer = [this, start, ns, request_bytes](v1::BatchResponse response,
-                                                       const absl::Status& synced) {
-          const grpc::Status status = synced.ok() ? grpc::Status::OK : ToGrpcStatus(synced);
-          service_->RecordRequest(Method::kStream, ns, start, status);
-          if (status.ok()) {
-            Answer(std::move(response), request_bytes);
-          } else {
-            Fail(status, request_bytes);
-          }
-        };
-        slot.Answer([this, answer, response = std::move(response)]() mutable {
-          if (!service_->store()->SyncsInGroups()) {
-            answer(std::move(response), absl::OkStatus());
-            return;
-          }
-          // The answer leaves only once what it says is synced; the batch
-          // stays in flight meanwhile, which keeps the call open.
-          service_->store()->AfterSync(
-              [answer, response = std::move(response)](absl::Status synced) mutable {
-                answer(std::move(response), synced);
-              });
+  auto answer = [this, start, request_bytes](v1::BatchResponse response, std::string ns) {
+    auto send = [this, start, request_bytes, ns](v1::BatchResponse response,
+                                                 const absl::Status& synced) {
+      const grpc::Status status = synced.ok() ? grpc::Status::OK : ToGrpcStatus(synced);
+      service_->RecordRequest(Method::kStream, ns, start, status);
+      if (status.ok()) {
+        Answer(std::move(response), request_bytes);
+      } else {
+        Fail(status, request_bytes);
+      }
+    };
+    if (!service_->store()->SyncsInGroups()) {
+      send(std::move(response), absl::OkStatus());
+      return;
+    }
+    // The answer leaves only once what it says is synced; the batch stays
+    // in flight meanwhile, which keeps the call open.
+    service_->store()->AfterSync(
+        [send, response = std::move(response)](absl::Status synced) mutable {
+          send(std::move(response), synced);
         });
-      });
+  };
+  const grpc::Status queued = service_->SubmitBatch(
+      caller_, std::make_shared<const v1::BatchRequest>(std::move(request)), std::move(answer));
   if (!queued.ok()) {
     // The batches already running are still answered before the status.
     service_->RecordRequest(Method::kStream, "", start, queued);

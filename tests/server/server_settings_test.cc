@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -56,7 +57,7 @@ constexpr char kReplicated[] = R"pb(
     etcd_endpoints: "127.0.0.1:2379"
   })pb";
 
-TEST(ServerSettingsTest, ExecutionIsInlineOnlyWhereNoFollowerIsWaitedFor) {
+TEST(ServerSettingsTest, ExecutionIsInlineOnlyWhereNoThreadOfGrpcWaitsForADiskOrAFollower) {
   absl::StatusOr<ServerSettings> settings = Resolve(R"pb(durability: "buffered")pb");
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_EQ(settings->execution, Execution::kInline) << "auto, buffered single node";
@@ -71,14 +72,26 @@ TEST(ServerSettingsTest, ExecutionIsInlineOnlyWhereNoFollowerIsWaitedFor) {
   EXPECT_FALSE(settings->store.group_sync) << "a worker syncs its own write";
   settings = Resolve(kReplicated);
   ASSERT_TRUE(settings.ok()) << settings.status();
-  EXPECT_EQ(settings->execution, Execution::kWorkers) << "auto: followers are waited for";
+  EXPECT_EQ(settings->execution, Execution::kInline)
+      << "auto, buffered replicated: Stream batches wait for no follower on gRPC's threads";
   EXPECT_FALSE(settings->store.group_sync);
+  settings = Resolve(absl::StrReplaceAll(kReplicated, {{"buffered", "fsync"}}));
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->execution, Execution::kWorkers) << "auto, fsync replicated: appends sync";
+  EXPECT_FALSE(settings->store.group_sync) << "the replication log syncs its own appends";
   settings = Resolve(R"pb(durability: "buffered" execution: "workers")pb");
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_EQ(settings->execution, Execution::kWorkers);
 
-  EXPECT_THAT(Resolve(absl::StrCat(kReplicated, R"pb(execution: "inline")pb")).status().message(),
-              HasSubstr("execution: \"inline\" needs a node without replication"));
+  settings = Resolve(absl::StrCat(kReplicated, R"pb(execution: "inline")pb"));
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->execution, Execution::kInline);
+  EXPECT_THAT(
+      Resolve(absl::StrCat(absl::StrReplaceAll(kReplicated, {{"buffered", "fsync"}}),
+                           R"pb(execution: "inline")pb"))
+          .status()
+          .message(),
+      HasSubstr("execution: \"inline\" on a replicated node needs durability \"buffered\""));
   EXPECT_THAT(Resolve(R"pb(execution: "threads")pb").status().message(),
               HasSubstr("execution: must be \"auto\", \"workers\" or \"inline\""));
 }
