@@ -20,17 +20,21 @@ bool StripeLocks::AnyHeld(const std::vector<uint64_t>& key_hashes) {
 void StripeLocks::Take(size_t index) {
   Stripe& stripe = stripes_[index];
   absl::MutexLock lock(&stripe.mu);
-  // An absl::Condition over the flag, evaluated by whichever thread
-  // releases the stripe.
-  stripe.mu.Await(absl::Condition(
-      +[](bool* held) { return !*held; }, &stripe.held));
+  if (stripe.held) {
+    // An absl::Condition over the flag, evaluated by whichever thread
+    // releases the stripe.
+    ++stripe.waiters;
+    stripe.mu.Await(absl::Condition(
+        +[](bool* held) { return !*held; }, &stripe.held));
+    --stripe.waiters;
+  }
   stripe.held = true;
 }
 
 bool StripeLocks::TryTake(size_t index) {
   Stripe& stripe = stripes_[index];
   absl::MutexLock lock(&stripe.mu);
-  if (stripe.held) return false;
+  if (stripe.held || stripe.waiters > 0) return false;
   stripe.held = true;
   return true;
 }

@@ -41,7 +41,7 @@ class ABSL_LOCKABLE StripeLocks {
     Guard& operator=(const Guard&) = delete;
 
     // A guard of every stripe of `key_hashes`, or null, holding none, when
-    // one of them is held now. Never waits.
+    // one of them is held now or waited for. Never waits.
     static std::unique_ptr<Guard> TryAcquire(StripeLocks* locks,
                                              const std::vector<uint64_t>& key_hashes);
 
@@ -71,6 +71,9 @@ class ABSL_LOCKABLE StripeLocks {
   struct Stripe {
     absl::Mutex mu;
     bool held ABSL_GUARDED_BY(mu) = false;
+    // Guards waiting for it (Take). TryTake leaves a stripe they wait for
+    // to them, so that calls that never wait cannot keep it from them.
+    uint32_t waiters ABSL_GUARDED_BY(mu) = 0;
   };
   void Take(size_t stripe);
   bool TryTake(size_t stripe);

@@ -61,6 +61,10 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Start(const ReplicatorOp
     storage::NameThisThread("commit-sweep");
     p->CommitSweepLoop();
   });
+  r->threads_.emplace_back([p = r.get()] {
+    storage::NameThisThread("release-keys");
+    p->ReleaseKeysLoop();
+  });
   r->EnsureShippers();
   return r;
 }
@@ -523,6 +527,10 @@ void Replicator::Stop() {
     StepDown(shard.get(), "stopping");
   }
   SweepCommitsSoon();
+  {
+    absl::MutexLock lock(&sweep_mu_);
+    release_stopping_ = true;
+  }
   for (std::thread& thread : threads_) thread.join();
   threads_.clear();
   // The election workers wait on elect_mu_: a release makes them look at

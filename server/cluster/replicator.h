@@ -479,14 +479,21 @@ class Replicator : public storage::ShardReplicator {
   // fails those whose leadership ended or whose time ran out, stepping
   // down for the latter; then runs the callbacks of the calls decided
   // whole. On whichever thread raised a commit, ended a leadership or
-  // sweeps (CommitSweepLoop); takes no lock on entry.
+  // sweeps (CommitSweepLoop); takes no lock on entry, and leaves the
+  // leader keys it gives up to ReleaseKeysLoop.
   void CompleteCommits(const std::vector<Shard*>& shards);
-  // CompleteCommits for the shards with pending writes, at once after a
-  // leadership ends and every 100 ms while writes are pending: their
-  // deadlines, and commits raised outside a shipping round (a re-seed, a
-  // placement change).
+  // CompleteCommits for the shards with pending writes, every 100 ms and
+  // at once when SweepCommitsSoon asks (a leadership ended, a commit was
+  // raised outside a shipping round, Stop): their deadlines, and ends of
+  // leadership that no shipping round sees.
   void CommitSweepLoop();
   void SweepCommitsSoon();
+  // Releases in etcd the leader keys that CompleteCommits gave up.
+  void ReleaseKeysLoop();
+  // Records one write's outcome in its call, and runs the call's callback
+  // once every write of it is decided; on this thread, without locks held.
+  static void DecideWrite(const std::shared_ptr<CommitCall>& call, size_t index,
+                          absl::Status status);
   // Copies the shard's records to a follower that needs entries this log
   // no longer holds, then lets it follow from there (§4).
   absl::Status Reseed(Shard* shard, uint32_t peer, uint64_t epoch);
@@ -589,6 +596,12 @@ class Replicator : public storage::ShardReplicator {
   // after a shard's mu, never before.
   absl::Mutex sweep_mu_;
   bool sweep_due_ ABSL_GUARDED_BY(sweep_mu_) = false;
+  // Leader keys (shard, epoch) that CompleteCommits gave up, released in
+  // etcd by ReleaseKeysLoop: an etcd call, which may wait for its
+  // deadline, has no place on the threads that answer calls or decide
+  // pending writes.
+  std::vector<std::pair<uint32_t, uint64_t>> keys_to_release_ ABSL_GUARDED_BY(sweep_mu_);
+  bool release_stopping_ ABSL_GUARDED_BY(sweep_mu_) = false;
   // Set by HandOff: this node takes over no shard any more.
   std::atomic<bool> handing_off_{false};
   // The last read of etcd found a move that names this node as its source

@@ -40,6 +40,10 @@ using storage::LogPosition;
 
 // A leader of epoch e hands out tokens e * 2^40 + 1, + 2, ...
 constexpr int kTokenEpochShift = 40;
+// Why a write waiting for its commit is answered UNAVAILABLE.
+constexpr char kNotCommitted[] =
+    "the write was not acknowledged by a majority of its replicas in time; it may or may not "
+    "take effect, retry";
 // Elections that may run at once on one node (ElectionWorker): enough
 // that a node taking over a third of 1,024 shards at once does it in a
 // few rounds, even when each election waits on a hung voter.

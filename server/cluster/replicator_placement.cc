@@ -92,6 +92,7 @@ void Replicator::ApplyPlacement(Shard* shard, std::vector<uint32_t> voters,
       }
     }
     AdvanceCommit(shard);
+    if (!shard->pending.empty()) SweepCommitsSoon();
     KickShippers();
   }
   shard->changed.SignalAll();

@@ -543,13 +543,23 @@ void Replicator::CommitAsync(std::vector<storage::ShardWrite> writes, CommitDone
   }
   const absl::Time deadline = absl::Now() + options_.lease_ttl;
   std::vector<Shard*> shards;
+  std::vector<PendingCommit> stale;
   for (size_t k = 0; k < appended_writes.size(); ++k) {
     const size_t i = appended_writes[k];
     const LogPosition position = (*appended)[k];
     Shard* shard = shards_[writes[i].shard].get();
     shards.push_back(shard);
     absl::MutexLock lock(&shard->mu);
-    PendingCommit& pending = shard->pending[position.seq];
+    auto [slot, inserted] = shard->pending.try_emplace(position.seq);
+    if (!inserted) {
+      // A write of an earlier leadership of this node's at the same
+      // position, cut from the log since and not yet failed: it never
+      // committed.
+      stale.push_back(std::move(slot->second));
+      slot->second = PendingCommit();
+      pending_commits_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    PendingCommit& pending = slot->second;
     pending.epoch = epochs[i];
     pending.entry = {position.epoch, position.seq, std::move(appends[k].batch)};
     pending.deadline = deadline;
@@ -558,9 +568,25 @@ void Replicator::CommitAsync(std::vector<storage::ShardWrite> writes, CommitDone
     pending_commits_.fetch_add(1, std::memory_order_relaxed);
   }
   KickShippers(new_entries);
+  for (PendingCommit& write : stale) {
+    DecideWrite(write.call, write.index, absl::UnavailableError(kNotCommitted));
+  }
   // A shipping round that began before the writes were pending may have
   // committed them already; and a leadership may have ended meanwhile.
   CompleteCommits(shards);
+}
+
+void Replicator::DecideWrite(const std::shared_ptr<CommitCall>& call, size_t index,
+                             absl::Status status) {
+  std::vector<absl::Status> results;
+  {
+    absl::MutexLock lock(&call->mu);
+    call->results[index] = std::move(status);
+    if (--call->undecided > 0) return;
+    results = std::move(call->results);
+  }
+  // Decided whole: this thread is the last to touch the call's writes.
+  std::move(call->done)(std::move(results));
 }
 
 void Replicator::CompleteCommits(const std::vector<Shard*>& shards) {
@@ -591,7 +617,8 @@ void Replicator::CompleteCommits(const std::vector<Shard*>& shards) {
     Committed* ready = nullptr;
     for (auto it = shard->pending.begin(); it != shard->pending.end();) {
       PendingCommit& pending = it->second;
-      const bool same_leadership = !stopped && shard->leading && shard->lead_epoch == pending.epoch;
+      const bool leading_it = shard->leading && shard->lead_epoch == pending.epoch;
+      const bool same_leadership = !stopped && leading_it;
       if (same_leadership && shard->commit_seq >= it->first) {
         if (ready == nullptr) {
           ready = &committed.emplace_back();
@@ -601,22 +628,21 @@ void Replicator::CompleteCommits(const std::vector<Shard*>& shards) {
         ready->entries.push_back(std::move(pending.entry));
         ready->writes.push_back(std::move(pending));
       } else if (!same_leadership || now >= pending.deadline) {
-        if (same_leadership) {
+        if (leading_it) {
           // The entry may still be committed by a later leader, after
           // writes this node would decide without it: only a new
           // election, which applies everything committed first, may serve
-          // the shard again.
-          StepDown(shard, "a write was not acknowledged by a majority in time");
+          // the shard again. So before its stripe locks are given back,
+          // stopping too.
+          StepDown(shard,
+                   stopped ? "stopping" : "a write was not acknowledged by a majority in time");
         }
         if (released.empty() || released.back() != std::make_pair(shard->index, pending.epoch)) {
           released.emplace_back(shard->index, pending.epoch);
         }
         decided.push_back(
             {std::move(pending.call), pending.index,
-             absl::UnavailableError(absl::StrCat(
-                 "shard ", shard->index,
-                 ": the write was not acknowledged by a majority of its replicas in time; it may "
-                 "or may not take effect, retry"))});
+             absl::UnavailableError(absl::StrCat("shard ", shard->index, ": ", kNotCommitted))});
       } else {
         break;  // Neither committed nor due; nor, mostly, are those after it.
       }
@@ -624,7 +650,6 @@ void Replicator::CompleteCommits(const std::vector<Shard*>& shards) {
       pending_commits_.fetch_sub(1, std::memory_order_relaxed);
     }
   }
-  for (const auto& [s, epoch] : released) ReleaseLeaderKey(s, epoch);
   if (!committed.empty()) {
     std::vector<storage::ReplicationLog::ShardApply> applies;
     applies.reserve(committed.size());
@@ -639,16 +664,12 @@ void Replicator::CompleteCommits(const std::vector<Shard*>& shards) {
       if (!status.ok()) {
         // Committed, but not in this node's records: decisions from them
         // would miss it. A new election applies everything committed first.
-        bool stepped_down = false;
-        {
-          absl::MutexLock lock(&c.shard->mu);
-          if (c.shard->leading && c.shard->lead_epoch == c.epoch) {
-            StepDown(c.shard,
-                     absl::StrCat("a committed write could not be applied: ", status.message()));
-            stepped_down = true;
-          }
+        absl::MutexLock lock(&c.shard->mu);
+        if (c.shard->leading && c.shard->lead_epoch == c.epoch) {
+          StepDown(c.shard,
+                   absl::StrCat("a committed write could not be applied: ", status.message()));
+          released.emplace_back(c.shard->index, c.epoch);
         }
-        if (stepped_down) ReleaseLeaderKey(c.shard->index, c.epoch);
       } else if (!lease_valid) {
         // A node paused past its lease may have been replaced while it
         // waited: it answers nothing more. The entry is on a majority, so
@@ -663,18 +684,11 @@ void Replicator::CompleteCommits(const std::vector<Shard*>& shards) {
       }
     }
   }
-  for (Decided& d : decided) {
-    CommitDone done;
-    std::vector<absl::Status> results;
-    {
-      absl::MutexLock lock(&d.call->mu);
-      d.call->results[d.index] = std::move(d.status);
-      if (--d.call->undecided > 0) continue;
-      results = std::move(d.call->results);
-    }
-    // Decided whole: this thread is the last to touch the call's writes.
-    std::move(d.call->done)(std::move(results));
+  if (!released.empty()) {
+    absl::MutexLock lock(&sweep_mu_);
+    keys_to_release_.insert(keys_to_release_.end(), released.begin(), released.end());
   }
+  for (Decided& d : decided) DecideWrite(d.call, d.index, std::move(d.status));
 }
 
 void Replicator::SweepCommitsSoon() {
@@ -686,16 +700,13 @@ void Replicator::CommitSweepLoop() {
   for (;;) {
     {
       absl::MutexLock lock(&sweep_mu_);
-      sweep_mu_.AwaitWithTimeout(absl::Condition(&sweep_due_),
-                                 pending_commits_.load(std::memory_order_relaxed) > 0
-                                     ? absl::Milliseconds(100)
-                                     : absl::Seconds(1));
+      sweep_mu_.AwaitWithTimeout(absl::Condition(&sweep_due_), absl::Milliseconds(100));
       sweep_due_ = false;
     }
     // Read first: the pass after Stop fails every write still pending,
     // and a write made pending later is failed by its own CommitAsync.
     const bool stopping = stopped_.load();
-    if (pending_commits_.load(std::memory_order_relaxed) > 0) {
+    if (stopping || pending_commits_.load(std::memory_order_relaxed) > 0) {
       std::vector<Shard*> shards;
       for (auto& shard : shards_) {
         absl::MutexLock lock(&shard->mu);
@@ -704,6 +715,23 @@ void Replicator::CommitSweepLoop() {
       CompleteCommits(shards);
     }
     if (stopping) return;
+  }
+}
+
+void Replicator::ReleaseKeysLoop() {
+  for (;;) {
+    std::vector<std::pair<uint32_t, uint64_t>> release;
+    {
+      absl::MutexLock lock(&sweep_mu_);
+      auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sweep_mu_) {
+        return !keys_to_release_.empty() || release_stopping_;
+      };
+      sweep_mu_.Await(absl::Condition(&due));
+      // Stop revokes the lease, which takes the rest with it.
+      if (release_stopping_) return;
+      release.swap(keys_to_release_);
+    }
+    for (const auto& [s, epoch] : release) ReleaseLeaderKey(s, epoch);
   }
 }
 
@@ -783,6 +811,7 @@ absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
   p.match_seq = position.seq;
   p.next_seq = position.seq + 1;
   AdvanceCommit(shard);
+  if (!shard->pending.empty()) SweepCommitsSoon();
   return absl::OkStatus();
 }
 
