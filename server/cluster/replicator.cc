@@ -45,26 +45,20 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Start(const ReplicatorOp
   absl::Status joined = r->Join();
   if (!joined.ok()) return joined;
 
-  r->threads_.emplace_back([p = r.get()] {
-    storage::NameThisThread("etcd-lease");
-    p->LeaseLoop();
-  });
-  r->threads_.emplace_back([p = r.get()] {
-    storage::NameThisThread("coordinate");
-    p->CoordinateLoop();
-  });
-  r->threads_.emplace_back([p = r.get()] {
-    storage::NameThisThread("elections");
-    p->ElectionLoop();
-  });
-  r->threads_.emplace_back([p = r.get()] {
-    storage::NameThisThread("commit-sweep");
-    p->CommitSweepLoop();
-  });
-  r->threads_.emplace_back([p = r.get()] {
-    storage::NameThisThread("release-keys");
-    p->ReleaseKeysLoop();
-  });
+  // The node's own loops, each on a named thread; Stop joins them.
+  const std::pair<const char*, void (Replicator::*)()> loops[] = {
+      {"etcd-lease", &Replicator::LeaseLoop},
+      {"coordinate", &Replicator::CoordinateLoop},
+      {"elections", &Replicator::ElectionLoop},
+      {"commit-sweep", &Replicator::CommitSweepLoop},
+      {"release-keys", &Replicator::ReleaseKeysLoop},
+  };
+  for (const auto& [name, loop] : loops) {
+    r->threads_.emplace_back([p = r.get(), name = name, loop = loop] {
+      storage::NameThisThread(name);
+      (p->*loop)();
+    });
+  }
   r->EnsureShippers();
   return r;
 }
