@@ -91,6 +91,24 @@ rocksdb::ColumnFamilyOptions ShardFamilyOptions(const StoreOptions& options,
   return shard;
 }
 
+// The log family (storage/replication_log.cc) takes every entry of every
+// shard, in the order of their writes: in one sorted list, a node's log
+// inserts were its largest memtable cost, each walking a list of all
+// shards' entries from the top (bench/RESULTS.md, "The log's memtable").
+// Its keys lead with a tag byte and the shard (kLogKeyPrefixBytes), and
+// its readers walk one shard's entries at a time: so its memtable is
+// hashed by that prefix, an insert goes first in its shard's bucket, and a
+// walk sorts that bucket's entries of the shard alone.
+constexpr size_t kLogMemtableBuckets = 1 << 14;
+
+rocksdb::ColumnFamilyOptions LogFamilyOptions() {
+  rocksdb::ColumnFamilyOptions log;
+  log.memtable_factory.reset(
+      NewHashListMemTableFactory(kLogMemtableBuckets, /*prefix_walks=*/true));
+  log.prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(kLogKeyPrefixBytes));
+  return log;
+}
+
 bool UnprotectedClock(const StoreOptions& options) {
   return options.env_for_testing != nullptr && options.env_for_testing->unprotected_clock;
 }
@@ -191,8 +209,9 @@ absl::Status DataDir::OpenDb(CompactionDrops* drops) {
   // shard families are the ones it lists.
   db_options.create_missing_column_families = true;
   db_options.max_background_jobs = 4;
-  // Only a skip list takes concurrent inserts.
-  db_options.allow_concurrent_memtable_write = !options_.hash_memtable;
+  // Only a skip list takes concurrent inserts, and the log family's
+  // memtable is never one.
+  db_options.allow_concurrent_memtable_write = false;
   db_options.db_write_buffer_size = 256ull << 20;
   db_options.listeners.push_back(listener_);
   statistics_ = rocksdb::CreateDBStatistics();
@@ -240,7 +259,7 @@ absl::Status DataDir::OpenDb(CompactionDrops* drops) {
   for (uint32_t i = 0; i < families; ++i) {
     descriptors.emplace_back(grouped ? GroupName(i) : ShardName(i), shard_options);
   }
-  descriptors.emplace_back(kLogFamily, rocksdb::ColumnFamilyOptions());
+  descriptors.emplace_back(kLogFamily, LogFamilyOptions());
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, descriptors, &handles, &db_);
   if (!s.ok()) {

@@ -38,6 +38,10 @@ namespace dedup::storage {
 //
 // Thread-safe after Open: the handles are constant and RocksDB is safe for
 // concurrent use.
+// The prefix of every key of the replication log's family: a tag byte and
+// a shard number of four bytes. Its memtable is hashed by it (data_dir.cc).
+inline constexpr size_t kLogKeyPrefixBytes = 5;
+
 class DataDir {
  public:
   // Opens or creates the directory at options.path. `drops` receives the
@@ -73,6 +77,9 @@ class DataDir {
   std::string ShardEnd(uint32_t index) const;
   // Every family that holds records.
   const std::vector<rocksdb::ColumnFamilyHandle*>& record_families() const { return families_; }
+  // The replication log's family (storage/replication_log.cc). Its keys
+  // lead with a tag byte and a four-byte shard (kLogKeyPrefixBytes); its
+  // readers walk within one such prefix, without total_order_seek.
   rocksdb::ColumnFamilyHandle* log() const { return log_; }
   uint32_t shard_count() const { return shard_count_; }
   // Hands out the fencing tokens of shard `index`, persisting its ceiling

@@ -115,13 +115,20 @@ class BucketIterator final : public MemTableRep::Iterator {
 // Every entry in order, from an array sorted when the iterator was made.
 // Entries added after that are not in it; RocksDB's readers do not need
 // them, as their sequence numbers are above the reader's snapshot.
+// A walk in prefix mode (`by_prefix`) starts empty and, at each Seek and
+// SeekForPrev, takes the sorted entries of the target's prefix instead.
 // Destroying it frees the array and, when it lives in a Shell, marks the
 // shell free as the last thing it does.
 class SortedIterator final : public MemTableRep::Iterator {
  public:
   SortedIterator(const MemTableRep::KeyComparator& compare, const char** keys, size_t count,
-                 std::atomic<bool>* shell_in_use)
-      : compare_(compare), keys_(keys), count_(count), pos_(count), shell_in_use_(shell_in_use) {}
+                 const HashListRep* by_prefix, std::atomic<bool>* shell_in_use)
+      : compare_(compare),
+        keys_(keys),
+        count_(count),
+        pos_(count),
+        by_prefix_(by_prefix),
+        shell_in_use_(shell_in_use) {}
   ~SortedIterator() override {
     delete[] keys_;
     if (shell_in_use_ != nullptr) shell_in_use_->store(false, std::memory_order_release);
@@ -132,6 +139,7 @@ class SortedIterator final : public MemTableRep::Iterator {
   void Next() override { ++pos_; }
   void Prev() override { pos_ = pos_ == 0 ? count_ : pos_ - 1; }
   void Seek(const Slice& internal_key, const char*) override {
+    if (by_prefix_ != nullptr) TakePrefixOf(internal_key);
     pos_ = std::lower_bound(keys_, keys_ + count_, internal_key,
                             [this](const char* entry, const Slice& target) {
                               return compare_(entry, target) < 0;
@@ -139,6 +147,7 @@ class SortedIterator final : public MemTableRep::Iterator {
            keys_;
   }
   void SeekForPrev(const Slice& internal_key, const char*) override {
+    if (by_prefix_ != nullptr) TakePrefixOf(internal_key);
     // The last entry at or before the target.
     const size_t after = std::upper_bound(keys_, keys_ + count_, internal_key,
                                           [this](const Slice& target, const char* entry) {
@@ -147,16 +156,24 @@ class SortedIterator final : public MemTableRep::Iterator {
                          keys_;
     pos_ = after == 0 ? count_ : after - 1;
   }
+  // In prefix mode, the ends of the prefix the last seek took (RocksDB's
+  // memtable iterator seeks for the previous entry with a Seek and, past
+  // the end, a SeekToLast), and nothing before the first seek.
   void SeekToFirst() override { pos_ = 0; }
   void SeekToLast() override { pos_ = count_ == 0 ? 0 : count_ - 1; }
 
  private:
+  // Replaces the array with the entries of the prefix of `internal_key`'s
+  // user key.
+  void TakePrefixOf(const Slice& internal_key);
+
   // Only trivially destructible members: once the destructor's body has
   // marked the shell free, another thread may build in it.
   const MemTableRep::KeyComparator& compare_;
-  const char** const keys_;
-  const size_t count_;
+  const char** keys_;
+  size_t count_;
   size_t pos_;
+  const HashListRep* const by_prefix_;
   std::atomic<bool>* const shell_in_use_;
 };
 
@@ -168,14 +185,16 @@ alignas(BucketIterator) thread_local unsigned char point_read_iterator[sizeof(Bu
 class HashListRep final : public MemTableRep {
  public:
   HashListRep(const KeyComparator& compare, rocksdb::Allocator* allocator,
-              const rocksdb::SliceTransform* transform, size_t bucket_count, bool walk_every_insert)
+              const rocksdb::SliceTransform* transform, size_t bucket_count, bool walk_every_insert,
+              bool prefix_walks)
       : MemTableRep(allocator),
         compare_(compare),
         transform_(transform),
         bucket_count_(bucket_count),
         buckets_(new std::atomic<Node*>[bucket_count]),
         bytewise_(OrdersBytewise(compare)),
-        walk_every_insert_(walk_every_insert) {
+        walk_every_insert_(walk_every_insert),
+        prefix_walks_(prefix_walks && transform != nullptr) {
     for (size_t i = 0; i < bucket_count_; ++i)
       buckets_[i].store(nullptr, std::memory_order_relaxed);
   }
@@ -248,22 +267,30 @@ class HashListRep final : public MemTableRep {
   size_t ApproximateMemoryUsage() override { return bucket_count_ * sizeof(std::atomic<Node*>); }
 
   Iterator* GetIterator(rocksdb::Arena* arena) override {
-    std::vector<const char*> sorted = SortedEntries();
-    const char** keys = new const char*[sorted.size()];
-    std::copy(sorted.begin(), sorted.end(), keys);
-    if (arena == nullptr) return new SortedIterator(compare_, keys, sorted.size(), nullptr);
-    // RocksDB destroys an iterator it asked for with an arena but never
-    // frees it, and its Arena type is not public: the iterator goes in a
-    // shell of this memtable's, marked free again by its destructor.
-    Shell* shell = TakeShell();
-    return new (shell->storage) SortedIterator(compare_, keys, sorted.size(), &shell->in_use);
+    return NewSortedIterator(arena, SortedEntries(), /*by_prefix=*/false);
   }
 
   Iterator* GetDynamicPrefixIterator(rocksdb::Arena* arena) override {
     if (arena == nullptr && point_read_rep == this) {
       return new (point_read_iterator) BucketIterator(this);
     }
+    if (prefix_walks_) return NewSortedIterator(arena, {}, /*by_prefix=*/true);
     return GetIterator(arena);
+  }
+
+  // The entries whose user keys have the prefix of `user_key`, in
+  // RocksDB's order: the part of one bucket that a walk in prefix mode sees.
+  std::vector<const char*> SortedEntriesOfPrefix(std::string_view user_key) const {
+    const std::string_view prefix = PrefixOf(user_key);
+    std::vector<const char*> entries;
+    for (Node* node = First(Slice(user_key.data(), user_key.size())); node != nullptr;
+         node = node->next.load(std::memory_order_acquire)) {
+      if (PrefixOf(FromEntry(node->Key()).user_key) == prefix) entries.push_back(node->Key());
+    }
+    std::sort(entries.begin(), entries.end(), [this](const char* a, const char* b) {
+      return bytewise_ ? InternalOrder(FromEntry(a), FromEntry(b)) < 0 : compare_(a, b) < 0;
+    });
+    return entries;
   }
 
   // The first entry of the bucket of `user_key`, for readers.
@@ -277,13 +304,35 @@ class HashListRep final : public MemTableRep {
     alignas(SortedIterator) unsigned char storage[sizeof(SortedIterator)];
   };
 
+  // What a key is bucketed by: its prefix, or the whole key where the
+  // prefix extractor does not apply to it.
+  std::string_view PrefixOf(std::string_view user_key) const {
+    const Slice key(user_key.data(), user_key.size());
+    if (transform_ == nullptr || !transform_->InDomain(key)) return user_key;
+    const Slice prefix = transform_->Transform(key);
+    return std::string_view(prefix.data(), prefix.size());
+  }
+
   std::atomic<Node*>& Bucket(const Slice& user_key) const {
-    const Slice prefix = transform_ != nullptr && transform_->InDomain(user_key)
-                             ? transform_->Transform(user_key)
-                             : user_key;
     const size_t hash =
-        std::hash<std::string_view>{}(std::string_view(prefix.data(), prefix.size()));
+        std::hash<std::string_view>{}(PrefixOf(std::string_view(user_key.data(), user_key.size())));
     return buckets_[hash % bucket_count_];
+  }
+
+  Iterator* NewSortedIterator(rocksdb::Arena* arena, const std::vector<const char*>& sorted,
+                              bool by_prefix) {
+    const char** keys = new const char*[sorted.size()];
+    std::copy(sorted.begin(), sorted.end(), keys);
+    const HashListRep* prefix_rep = by_prefix ? this : nullptr;
+    if (arena == nullptr) {
+      return new SortedIterator(compare_, keys, sorted.size(), prefix_rep, nullptr);
+    }
+    // RocksDB destroys an iterator it asked for with an arena but never
+    // frees it, and its Arena type is not public: the iterator goes in a
+    // shell of this memtable's, marked free again by its destructor.
+    Shell* shell = TakeShell();
+    return new (shell->storage)
+        SortedIterator(compare_, keys, sorted.size(), prefix_rep, &shell->in_use);
   }
 
   // Every entry, in RocksDB's order. A flush makes this walk of every
@@ -381,10 +430,20 @@ class HashListRep final : public MemTableRep {
   const std::unique_ptr<std::atomic<Node*>[]> buckets_;
   const bool bytewise_;           // compare_ is RocksDB's order over bytewise user keys.
   const bool walk_every_insert_;  // Tests: Insert's walk for out-of-order entries, always.
+  const bool prefix_walks_;       // Walks in prefix mode sort their prefix's entries alone.
   uint64_t newest_sequence_ = 0;  // The writer's only.
   absl::Mutex shells_mu_;
   std::vector<Shell*> shells_ ABSL_GUARDED_BY(shells_mu_);
 };
+
+void SortedIterator::TakePrefixOf(const Slice& internal_key) {
+  const std::string_view user_key(internal_key.data(), internal_key.size() - 8);
+  const std::vector<const char*> sorted = by_prefix_->SortedEntriesOfPrefix(user_key);
+  delete[] keys_;
+  keys_ = new const char*[sorted.size()];
+  std::copy(sorted.begin(), sorted.end(), keys_);
+  count_ = sorted.size();
+}
 
 Node* BucketIterator::OfKey(Node* node, std::string_view user_key) {
   while (node != nullptr && FromEntry(node->Key()).user_key != user_key) {
@@ -411,30 +470,36 @@ void BucketIterator::Next() {
 
 class HashListFactory final : public rocksdb::MemTableRepFactory {
  public:
-  HashListFactory(size_t bucket_count, bool walk_every_insert)
-      : bucket_count_(bucket_count), walk_every_insert_(walk_every_insert) {}
+  HashListFactory(size_t bucket_count, bool walk_every_insert, bool prefix_walks)
+      : bucket_count_(bucket_count),
+        walk_every_insert_(walk_every_insert),
+        prefix_walks_(prefix_walks) {}
   const char* Name() const override { return "DedupHashListMemTable"; }
   MemTableRep* CreateMemTableRep(const MemTableRep::KeyComparator& compare,
                                  rocksdb::Allocator* allocator,
                                  const rocksdb::SliceTransform* transform,
                                  rocksdb::Logger*) override {
-    return new HashListRep(compare, allocator, transform, bucket_count_, walk_every_insert_);
+    return new HashListRep(compare, allocator, transform, bucket_count_, walk_every_insert_,
+                           prefix_walks_);
   }
 
  private:
   const size_t bucket_count_;
   const bool walk_every_insert_;
+  const bool prefix_walks_;
 };
 
 }  // namespace
 
-rocksdb::MemTableRepFactory* NewHashListMemTableFactory(size_t bucket_count) {
-  return new HashListFactory(std::max<size_t>(bucket_count, 1), /*walk_every_insert=*/false);
+rocksdb::MemTableRepFactory* NewHashListMemTableFactory(size_t bucket_count, bool prefix_walks) {
+  return new HashListFactory(std::max<size_t>(bucket_count, 1), /*walk_every_insert=*/false,
+                             prefix_walks);
 }
 
 rocksdb::MemTableRepFactory* NewHashListMemTableFactoryForTesting(size_t bucket_count,
-                                                                  bool walk_every_insert) {
-  return new HashListFactory(std::max<size_t>(bucket_count, 1), walk_every_insert);
+                                                                  bool walk_every_insert,
+                                                                  bool prefix_walks) {
+  return new HashListFactory(std::max<size_t>(bucket_count, 1), walk_every_insert, prefix_walks);
 }
 
 }  // namespace dedup::storage

@@ -14,7 +14,14 @@ namespace dedup::storage {
 //    a bucket keeps each key's entries newest first, and no key order;
 //  - a point read walks one bucket for the entries of its key;
 //  - an ordered walk (a flush, a scan) sorts an array of the entries once,
-//    by eight bytes of each key kept beside its pointer.
+//    by eight bytes of each key kept beside its pointer;
+//  - with `prefix_walks`, a walk RocksDB makes in prefix mode (a reader
+//    that did not ask for total order, on a family with a prefix
+//    extractor) sorts only the entries of the prefix it seeks, from that
+//    prefix's bucket: it sees that prefix alone (SeekToFirst and
+//    SeekToLast go to the ends of the prefix last sought, and see nothing
+//    before a seek), as RocksDB's prefix mode allows. Without it, such a
+//    walk sorts the whole memtable like any other.
 //
 // It does for this store what RocksDB's hash skip list did, without two
 // costs measured there (bench/RESULTS.md "A memtable of our own"):
@@ -36,13 +43,15 @@ namespace dedup::storage {
 //  - an iterator RocksDB asks for with an arena is destroyed by RocksDB
 //    and never freed, and its Arena type is internal: such an iterator
 //    lives in storage the memtable keeps and reuses, freed with it.
-rocksdb::MemTableRepFactory* NewHashListMemTableFactory(size_t bucket_count);
+rocksdb::MemTableRepFactory* NewHashListMemTableFactory(size_t bucket_count,
+                                                        bool prefix_walks = false);
 
 // For tests: with `walk_every_insert`, every insert takes the walk meant
 // for an entry older than one already in the memtable, which RocksDB's
 // single writer never inserts, so that the walk is tested too.
 rocksdb::MemTableRepFactory* NewHashListMemTableFactoryForTesting(size_t bucket_count,
-                                                                  bool walk_every_insert);
+                                                                  bool walk_every_insert,
+                                                                  bool prefix_walks = false);
 
 }  // namespace dedup::storage
 

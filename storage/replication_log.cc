@@ -32,6 +32,8 @@ uint64_t GetBigEndian(absl::string_view in, int bytes) {
 
 absl::string_view View(const rocksdb::Slice& slice) { return {slice.data(), slice.size()}; }
 
+// kLogKeyPrefixBytes (data_dir.h): every key but kJoinedKey starts with
+// these, and every walk of the family stays within one of them.
 std::string ShardKey(char tag, uint32_t shard) {
   std::string key(1, tag);
   PutBigEndian(&key, shard, 4);

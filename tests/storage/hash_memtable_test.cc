@@ -32,11 +32,15 @@ using Model = std::map<std::string, std::string>;  // Live keys only.
 // one already there (NewHashListMemTableFactoryForTesting).
 class HashListMemTableTest : public ::testing::TestWithParam<bool> {
  protected:
-  void SetUp() override {
+  void SetUp() override { Open(/*prefix_walks=*/false); }
+
+  void Open(bool prefix_walks) {
     rocksdb::Options options;
     options.create_if_missing = true;
-    options.memtable_factory.reset(NewHashListMemTableFactoryForTesting(4, GetParam()));
-    options.prefix_extractor.reset(rocksdb::NewCappedPrefixTransform(3));
+    options.memtable_factory.reset(
+        NewHashListMemTableFactoryForTesting(4, GetParam(), prefix_walks));
+    options.prefix_extractor.reset(prefix_walks ? rocksdb::NewFixedPrefixTransform(3)
+                                                : rocksdb::NewCappedPrefixTransform(3));
     options.allow_concurrent_memtable_write = false;
     options.write_buffer_size = 64 << 20;  // Flushed only when a test says so.
     rocksdb::DB* db = nullptr;
@@ -266,7 +270,110 @@ TEST_P(HashListMemTableTest, ConcurrentReadersSeeEveryAcknowledgedWrite) {
   }
 }
 
+// With prefix walks, as the replication log's family has them: a fixed
+// three-byte prefix, one short key outside its domain (as the log's
+// "joined" key is), and readers that walk one prefix without asking for
+// total order, bounded to it as the log's readers are.
+class HashListPrefixWalkTest : public HashListMemTableTest {
+ protected:
+  void SetUp() override { Open(/*prefix_walks=*/true); }
+
+  // Bounded walks of each prefix, forwards from its start and from a seek
+  // to each key, backwards from its end (RocksDB's SeekToLast under an
+  // upper bound is a SeekForPrev to it) and from a SeekForPrev to each
+  // key, against `model`.
+  void ExpectPrefixWalks(const Model& model, const rocksdb::Snapshot* snapshot) {
+    for (const std::string prefix : {"ab-", "cd-", "ef-"}) {
+      const std::string upper_key = prefix + "\xff";
+      const rocksdb::Slice lower(prefix), upper(upper_key);
+      rocksdb::ReadOptions read;
+      read.snapshot = snapshot;
+      read.iterate_lower_bound = &lower;
+      read.iterate_upper_bound = &upper;
+      Model part;
+      for (const auto& [key, value] : model) {
+        if (key.compare(0, 3, prefix) == 0) part.emplace(key, value);
+      }
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
+      std::vector<std::pair<std::string, std::string>> forward, backward;
+      for (it->Seek(prefix); it->Valid(); it->Next()) {
+        forward.emplace_back(it->key().ToString(), it->value().ToString());
+      }
+      ASSERT_TRUE(it->status().ok()) << it->status().ToString();
+      for (it->SeekToLast(); it->Valid(); it->Prev()) {
+        backward.emplace_back(it->key().ToString(), it->value().ToString());
+      }
+      const std::vector<std::pair<std::string, std::string>> expected(part.begin(), part.end());
+      EXPECT_EQ(forward, expected) << prefix;
+      std::reverse(backward.begin(), backward.end());
+      EXPECT_EQ(backward, expected) << prefix;
+      for (int i = 0; i < 160; ++i) {
+        const std::string k = KeyOf(i);
+        if (k.compare(0, 3, prefix) != 0) continue;
+        it->Seek(k);
+        auto at = part.lower_bound(k);
+        ASSERT_EQ(it->Valid(), at != part.end()) << "Seek " << k;
+        if (it->Valid()) {
+          EXPECT_EQ(it->key().ToString(), at->first) << "Seek " << k;
+        }
+        it->SeekForPrev(k);
+        auto after = part.upper_bound(k);
+        ASSERT_EQ(it->Valid(), after != part.begin()) << "SeekForPrev " << k;
+        if (it->Valid()) {
+          EXPECT_EQ(it->key().ToString(), std::prev(after)->first) << "SeekForPrev " << k;
+        }
+      }
+    }
+  }
+
+  void ExpectEverythingByPrefix() {
+    ASSERT_NO_FATAL_FAILURE(ExpectReads(model_, nullptr));
+    ASSERT_NO_FATAL_FAILURE(ExpectPrefixWalks(model_, nullptr));
+    for (const auto& [snapshot, model] : snapshots_) {
+      ASSERT_NO_FATAL_FAILURE(ExpectReads(model, snapshot));
+      ASSERT_NO_FATAL_FAILURE(ExpectPrefixWalks(model, snapshot));
+    }
+    std::string joined;
+    ASSERT_TRUE(db_->Get(rocksdb::ReadOptions(), "j", &joined).ok());
+    EXPECT_EQ(joined, "outside every prefix");
+  }
+};
+
+TEST_P(HashListPrefixWalkTest, WalksInPrefixModeSeeTheirPrefixInOrder) {
+  ASSERT_TRUE(db_->Put(rocksdb::WriteOptions(), "j", "outside every prefix").ok());
+  std::mt19937 random(20261206);
+  ASSERT_NO_FATAL_FAILURE(RandomWrites(1500, &random));
+  TakeSnapshot();
+  ASSERT_NO_FATAL_FAILURE(RandomWrites(1500, &random));
+  ASSERT_NO_FATAL_FAILURE(ExpectEverythingByPrefix());  // All in the memtable.
+
+  // Unbounded, a walk in prefix mode sees only the memtable's entries of
+  // its prefix: it sorted that prefix alone.
+  std::unique_ptr<rocksdb::Iterator> unbounded(db_->NewIterator(rocksdb::ReadOptions()));
+  size_t seen = 0;
+  for (unbounded->Seek("cd-"); unbounded->Valid(); unbounded->Next()) {
+    ASSERT_EQ(unbounded->key().ToString().substr(0, 3), "cd-");
+    ++seen;
+  }
+  EXPECT_EQ(seen, static_cast<size_t>(std::count_if(model_.begin(), model_.end(), [](auto& kv) {
+              return kv.first.compare(0, 3, "cd-") == 0;
+            })));
+  unbounded.reset();
+
+  // A flush still sorts the whole memtable; walks then merge the file.
+  ASSERT_TRUE(db_->Flush(rocksdb::FlushOptions()).ok());
+  ASSERT_NO_FATAL_FAILURE(ExpectEverythingByPrefix());
+  ASSERT_NO_FATAL_FAILURE(RandomWrites(1000, &random));
+  TakeSnapshot();
+  ASSERT_NO_FATAL_FAILURE(RandomWrites(1000, &random));
+  ASSERT_NO_FATAL_FAILURE(ExpectEverythingByPrefix());
+}
+
 INSTANTIATE_TEST_SUITE_P(Inserts, HashListMemTableTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "WalkEveryInsert" : "NewestFirst";
+                         });
+INSTANTIATE_TEST_SUITE_P(Inserts, HashListPrefixWalkTest, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "WalkEveryInsert" : "NewestFirst";
                          });
