@@ -35,12 +35,13 @@ StreamReactor::StreamReactor(DedupService* service, absl::StatusOr<Caller> calle
     started_ = true;
     finish = TakeFinish();
     status = final_status_;
+    if (!finish) ++read_starters_;
   }
   if (finish) {
     Finish(status);
     return;
   }
-  StartRead(&request_);
+  StartReadThenRecheck();
 }
 
 uint64_t StreamReactor::HeldBytes() const {
@@ -60,7 +61,23 @@ void StreamReactor::NoteFreed(uint64_t bytes) {
 bool StreamReactor::ResumeReading() {
   if (!reading_paused_ || reads_done_ || closing_ || broken_ || !UnderBudget()) return false;
   reading_paused_ = false;
+  ++read_starters_;
   return true;
+}
+
+void StreamReactor::StartReadThenRecheck() {
+  StartRead(&request_);
+  grpc::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    --read_starters_;
+    // Closed since this thread decided to read: the read just started is
+    // ended by Finish (OnReadDone(false)), which no other thread could
+    // call meanwhile.
+    if (!TakeFinish()) return;
+    status = final_status_;
+  }
+  Finish(status);
 }
 
 void StreamReactor::OnReadDone(bool ok) {
@@ -108,6 +125,9 @@ void StreamReactor::OnReadDone(bool ok) {
     in_flight_bytes_ += request_bytes;
     read_more = UnderBudget();
     reading_paused_ = !read_more;
+    // Until the next read is started, no thread that answers this batch
+    // may finish the call: StartRead after Finish is not allowed.
+    if (read_more) ++read_starters_;
   }
   const RequestStart start = NowForLatency();
   service_->metrics()->RequestStarted();
@@ -143,12 +163,13 @@ void StreamReactor::OnReadDone(bool ok) {
       --in_flight_;
       in_flight_bytes_ -= request_bytes;
       reads_done_ = true;
+      if (read_more) --read_starters_;  // That read is not started.
       if (final_status_.ok()) final_status_ = queued;
     }
     MaybeFinish();
     return;
   }
-  if (read_more) StartRead(&request_);
+  if (read_more) StartReadThenRecheck();
 }
 
 void StreamReactor::Answer(v1::BatchResponse response, uint64_t request_bytes) {
@@ -175,12 +196,14 @@ void StreamReactor::Answer(v1::BatchResponse response, uint64_t request_bytes) {
     status = final_status_;
   }
   // Past this point another thread may finish the call and gRPC delete the
-  // reactor, unless this thread started a write or a read (which keeps the
-  // call open) or took the finish itself. So no MaybeFinish() here: it
-  // would lock mu_ of a reactor that may be gone.
+  // reactor, unless this thread is to start a read (read_starters_ holds
+  // the finish off until it has) or took the finish itself. A write it
+  // starts does not keep the reactor: the write may be done, and the call
+  // finished, on another thread before StartWrite returns. So no
+  // MaybeFinish() here: it would lock mu_ of a reactor that may be gone.
   // std::deque keeps references to its elements valid across push_back.
   if (to_write != nullptr) StartWrite(to_write);
-  if (resume_reading) StartRead(&request_);
+  if (resume_reading) StartReadThenRecheck();
   if (finish) Finish(status);
 }
 
@@ -232,7 +255,7 @@ void StreamReactor::OnWriteDone(bool ok) {
   // Before the calls below: once they are made the reactor may be gone.
   NoteFreed(freed);
   if (to_write != nullptr) StartWrite(to_write);
-  if (resume_reading) StartRead(&request_);
+  if (resume_reading) StartReadThenRecheck();
   if (finish) Finish(status);
 }
 
@@ -255,7 +278,7 @@ std::optional<grpc::Status> StreamReactor::Close(const grpc::Status& status) {
 bool StreamReactor::TakeFinish() {
   // Closing, a read may be outstanding: Finish ends it (OnReadDone(false)).
   const bool reads_over = reads_done_ || closing_ || (broken_ && reading_paused_);
-  if (finished_ || !reads_over || in_flight_ > 0 || writing_) return false;
+  if (finished_ || !reads_over || in_flight_ > 0 || writing_ || read_starters_ > 0) return false;
   finished_ = true;
   return true;
 }

@@ -86,8 +86,12 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
   void NoteFreed(uint64_t bytes);
 
   // Takes reading up again if it paused and the budget allows it; returns
-  // whether the caller must StartRead.
+  // whether the caller must start a read (StartReadThenRecheck).
   bool ResumeReading() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts the read that this thread decided on under mu_ (raising
+  // read_starters_ there), then lowers read_starters_ and finishes the
+  // call if it became due meanwhile.
+  void StartReadThenRecheck();
 
   DedupService* const service_;
   const bool counted_;
@@ -110,6 +114,10 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // Cancelled or a write failed.
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // Threads that decided to start a read and have yet to: the call does not
+  // finish meanwhile, since a read started after Finish is not allowed and
+  // Finish lets gRPC delete the reactor under that thread.
+  uint32_t read_starters_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 
