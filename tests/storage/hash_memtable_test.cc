@@ -79,6 +79,13 @@ class HashListMemTableTest : public ::testing::TestWithParam<bool> {
 
   void TakeSnapshot() { snapshots_.emplace_back(db_->GetSnapshot(), model_); }
 
+  // `count` random writes, a snapshot, and `count` more.
+  void WritesAroundASnapshot(int count, std::mt19937* random) {
+    ASSERT_NO_FATAL_FAILURE(RandomWrites(count, random));
+    TakeSnapshot();
+    ASSERT_NO_FATAL_FAILURE(RandomWrites(count, random));
+  }
+
   // Every key of the key space reads as `model` says, as of `snapshot`.
   void ExpectReads(const Model& model, const rocksdb::Snapshot* snapshot) {
     rocksdb::ReadOptions read;
@@ -157,9 +164,7 @@ class HashListMemTableTest : public ::testing::TestWithParam<bool> {
 
 TEST_P(HashListMemTableTest, ReadsAndWalksMatchAModelBeforeAndAfterFlushes) {
   std::mt19937 random(20261203);
-  ASSERT_NO_FATAL_FAILURE(RandomWrites(1500, &random));
-  TakeSnapshot();
-  ASSERT_NO_FATAL_FAILURE(RandomWrites(1500, &random));
+  ASSERT_NO_FATAL_FAILURE(WritesAroundASnapshot(1500, &random));
   ASSERT_NO_FATAL_FAILURE(ExpectEverything());  // All in the memtable.
 
   // The flush writes what an ordered walk of the memtable gives.
@@ -167,9 +172,7 @@ TEST_P(HashListMemTableTest, ReadsAndWalksMatchAModelBeforeAndAfterFlushes) {
   ASSERT_NO_FATAL_FAILURE(ExpectEverything());
 
   // A new memtable over the flushed file, with a snapshot of each.
-  ASSERT_NO_FATAL_FAILURE(RandomWrites(1000, &random));
-  TakeSnapshot();
-  ASSERT_NO_FATAL_FAILURE(RandomWrites(1000, &random));
+  ASSERT_NO_FATAL_FAILURE(WritesAroundASnapshot(1000, &random));
   ASSERT_NO_FATAL_FAILURE(ExpectEverything());
   ASSERT_TRUE(db_->Flush(rocksdb::FlushOptions()).ok());
   ASSERT_NO_FATAL_FAILURE(ExpectEverything());
@@ -346,9 +349,7 @@ class HashListPrefixWalkTest : public HashListMemTableTest {
 TEST_P(HashListPrefixWalkTest, WalksInPrefixModeSeeTheirPrefixInOrder) {
   ASSERT_TRUE(db_->Put(rocksdb::WriteOptions(), "j", "outside every prefix").ok());
   std::mt19937 random(20261206);
-  ASSERT_NO_FATAL_FAILURE(RandomWrites(1500, &random));
-  TakeSnapshot();
-  ASSERT_NO_FATAL_FAILURE(RandomWrites(1500, &random));
+  ASSERT_NO_FATAL_FAILURE(WritesAroundASnapshot(1500, &random));
   ASSERT_NO_FATAL_FAILURE(ExpectEverythingAndTheKeyOutsideEveryPrefix());  // All in the memtable.
 
   // Unbounded, a walk in prefix mode sees only the memtable's entries of
@@ -367,9 +368,7 @@ TEST_P(HashListPrefixWalkTest, WalksInPrefixModeSeeTheirPrefixInOrder) {
   // A flush still sorts the whole memtable; walks then merge the file.
   ASSERT_TRUE(db_->Flush(rocksdb::FlushOptions()).ok());
   ASSERT_NO_FATAL_FAILURE(ExpectEverythingAndTheKeyOutsideEveryPrefix());
-  ASSERT_NO_FATAL_FAILURE(RandomWrites(1000, &random));
-  TakeSnapshot();
-  ASSERT_NO_FATAL_FAILURE(RandomWrites(1000, &random));
+  ASSERT_NO_FATAL_FAILURE(WritesAroundASnapshot(1000, &random));
   ASSERT_NO_FATAL_FAILURE(ExpectEverythingAndTheKeyOutsideEveryPrefix());
 }
 
