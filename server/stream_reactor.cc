@@ -66,14 +66,32 @@ bool StreamReactor::ResumeReading() {
 }
 
 void StreamReactor::StartReadThenRecheck() {
-  StartRead(&request_);
+  bool start = true;
+  bool finish = false;
   grpc::Status status;
   {
     absl::MutexLock lock(&mu_);
+    // Reads ended since this thread decided to read (a batch failed, or
+    // the Stream was closed): no read is started.
+    if (reads_done_ || closing_) {
+      start = false;
+      --read_starters_;
+      finish = TakeFinish();
+      status = final_status_;
+    }
+  }
+  if (!start) {
+    // As in Answer: past the lock the reactor may be gone, unless this
+    // thread took the finish.
+    if (finish) Finish(status);
+    return;
+  }
+  StartRead(&request_);
+  {
+    absl::MutexLock lock(&mu_);
     --read_starters_;
-    // Closed since this thread decided to read: the read just started is
-    // ended by Finish (OnReadDone(false)), which no other thread could
-    // call meanwhile.
+    // Closed since this thread started its read: Finish ends that read
+    // (OnReadDone(false)), and no other thread could call it meanwhile.
     if (!TakeFinish()) return;
     status = final_status_;
   }
@@ -110,24 +128,26 @@ void StreamReactor::OnReadDone(bool ok) {
   bool dropped = false;
   {
     absl::MutexLock lock(&mu_);
-    // Closed while this read was outstanding: the batch is left
-    // unanswered, which tells the client to send it again elsewhere.
-    dropped = closing_;
-    if (dropped) reads_done_ = true;
+    // Closed, failed or even finished while this read was outstanding (a
+    // read that Finish was to end may still complete with a message): the
+    // batch is left unanswered, which tells the client to send it again
+    // elsewhere.
+    dropped = closing_ || reads_done_ || finished_;
+    if (dropped) {
+      reads_done_ = true;
+    } else {
+      ++in_flight_;
+      in_flight_bytes_ += request_bytes;
+      read_more = UnderBudget();
+      reading_paused_ = !read_more;
+      // Until the next read is started, no thread that answers this batch
+      // may finish the call: StartRead after Finish is not allowed.
+      if (read_more) ++read_starters_;
+    }
   }
   if (dropped) {
     MaybeFinish();
     return;
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    ++in_flight_;
-    in_flight_bytes_ += request_bytes;
-    read_more = UnderBudget();
-    reading_paused_ = !read_more;
-    // Until the next read is started, no thread that answers this batch
-    // may finish the call: StartRead after Finish is not allowed.
-    if (read_more) ++read_starters_;
   }
   const RequestStart start = NowForLatency();
   service_->metrics()->RequestStarted();

@@ -89,8 +89,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::BatchRequest, v1:
   // whether the caller must start a read (StartReadThenRecheck).
   bool ResumeReading() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts the read that this thread decided on under mu_ (raising
-  // read_starters_ there), then lowers read_starters_ and finishes the
-  // call if it became due meanwhile.
+  // read_starters_ there), unless reads have ended since, then lowers
+  // read_starters_ and finishes the call if it became due meanwhile.
   void StartReadThenRecheck();
 
   DedupService* const service_;

@@ -116,7 +116,8 @@ class BucketIterator final : public MemTableRep::Iterator {
 // Entries added after that are not in it; RocksDB's readers do not need
 // them, as their sequence numbers are above the reader's snapshot.
 // A walk in prefix mode (`by_prefix`) starts empty and, at each Seek and
-// SeekForPrev, takes the sorted entries of the target's prefix instead.
+// SeekForPrev, takes the sorted entries of the target's prefix instead,
+// newer ones included (RocksDB skips those by their sequence numbers).
 // Destroying it frees the array and, when it lives in a Shell, marks the
 // shell free as the last thing it does.
 class SortedIterator final : public MemTableRep::Iterator {
