@@ -89,10 +89,9 @@ grpc::Status DedupService::SubmitBatch(const Caller& caller,
                                        BatchAnswer answer) {
   const TenantQuota::TaskStart start =
       tenants_.StartTask(caller.tenant, request->operations_size());
-  // Inline on a replicated node: buffered durability, where the log append
-  // waits for no disk (server_settings.cc).
+  // Inline on a replicated node: the log append waits for no disk, in
+  // either durability (server_settings.cc).
   if (replicator_ != nullptr && execution_ == Execution::kInline &&
-      store_->durability() == storage::Durability::kBuffered &&
       start != TenantQuota::TaskStart::kRefused && start != TenantQuota::TaskStart::kBeyondShare &&
       !store_->WritesStalled()) {
     auto prepared = std::make_shared<PreparedBatch>(PrepareBatch(*request, caller));

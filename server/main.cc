@@ -60,8 +60,8 @@ ABSL_FLAG(bool, strict, false,
           "[config: strict_namespaces].");
 ABSL_FLAG(uint32_t, workers, 0, "Storage worker threads [config: workers; default 32].");
 ABSL_FLAG(std::string, execution, "",
-          "Where storage work runs: auto, workers or inline (on gRPC's thread; with fsync "
-          "the store syncs in groups; replicated: buffered only, for Stream batches) "
+          "Where storage work runs: auto (inline), workers or inline (on gRPC's thread; "
+          "with fsync the WAL or log syncs in groups; replicated: for Stream batches) "
           "[config: execution; default auto].");
 ABSL_FLAG(uint32_t, max_key_bytes, 0, "Longest key in bytes [config: max_key_bytes; default 512].");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -172,10 +172,10 @@ Flags (each overrides the config field in brackets):
   --workers=N           storage worker threads [workers; default 32]
   --execution=MODE      where a call's storage work runs: workers (the pool),
                         inline (the gRPC thread that received it, saving a
-                        hand-off; with fsync the store syncs its WAL in
-                        groups; replicated: buffered only, and Stream
-                        batches only), or auto: inline where allowed
-                        [execution]
+                        hand-off; with fsync the store's WAL, or a
+                        replicated node's log, is synced in groups by a
+                        thread of its own; replicated: Stream batches
+                        only), or auto, the same as inline [execution]
   --max_key_bytes=N     longest key [max_key_bytes; default 512]
   --log_level=LEVEL     trace, debug, info, warn, error or off (default info)
   --log_format=FORMAT   text, or json: one object per line with time, level,

@@ -390,28 +390,22 @@ absl::Status ResolveCluster(const v1::ClusterConfig& cluster, ServerSettings* se
   return absl::OkStatus();
 }
 
-// Needs durability and replication resolved. Inline execution is allowed
-// where no gRPC thread would wait for a disk or a follower. With fsync on a
-// single node it makes the store's writes unsynced and answers each call
-// once the store's group sync covers it (StoreOptions::group_sync). On a
-// replicated node it needs buffered durability: Stream batches are then
-// decided and appended on the gRPC thread and answered by the thread that
-// sees their commit (docs/replication.md §2), and everything that would
-// wait still goes to the workers.
+// Needs durability and replication resolved. Inline execution runs calls
+// on gRPC's threads where none of them would wait for a disk or a
+// follower. With fsync on a single node it makes the store's writes
+// unsynced and answers each call once the store's group sync covers it
+// (StoreOptions::group_sync). On a replicated node, in either durability,
+// Stream batches are decided and appended on the gRPC thread and answered
+// by the thread that sees their commit, the log's syncs being another
+// thread's (docs/replication.md §2), and everything that would wait still
+// goes to the workers.
 absl::Status ResolveExecution(const std::string& execution, ServerSettings* settings) {
   const bool replicated = settings->replication_factor > 1;
   const bool fsync = settings->store.durability == storage::Durability::kFsync;
-  if (execution.empty() || execution == "auto") {
-    settings->execution = replicated && fsync ? Execution::kWorkers : Execution::kInline;
+  if (execution.empty() || execution == "auto" || execution == "inline") {
+    settings->execution = Execution::kInline;
   } else if (execution == "workers") {
     settings->execution = Execution::kWorkers;
-  } else if (execution == "inline") {
-    if (replicated && fsync) {
-      return absl::InvalidArgumentError(
-          "execution: \"inline\" on a replicated node needs durability \"buffered\": with "
-          "fsync, gRPC's threads would wait for the log's syncs; use \"workers\" or \"auto\"");
-    }
-    settings->execution = Execution::kInline;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "execution: must be \"auto\", \"workers\" or \"inline\", got \"", execution, "\""));

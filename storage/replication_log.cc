@@ -185,6 +185,7 @@ absl::Status ReplicationLog::Load(uint32_t shard, ShardLog* log) {
     }
     log->last = {GetBigEndian(entry.substr(1), 8), GetBigEndian(View(it->key()).substr(5), 8)};
   }
+  log->durable_seq = log->last.seq;
   return FromRocks(it->status(), absl::StrCat("reading shard ", shard, "'s log"));
 }
 
@@ -215,18 +216,22 @@ absl::StatusOr<LogPosition> ReplicationLog::Append(uint32_t shard, uint64_t epoc
   const LogPosition next{epoch, log.last.seq + 1};
   const std::string what = absl::StrCat("appending to shard ", shard, "'s log");
   rocksdb::WriteBatch entry;
-  absl::Status written =
-      FromRocks(entry.Put(dir_->log(), EntryKey(shard, next.seq), EncodeEntry(epoch, batch)), what);
+  absl::Status written = CheckSyncs();
+  if (written.ok()) {
+    written = FromRocks(
+        entry.Put(dir_->log(), EntryKey(shard, next.seq), EncodeEntry(epoch, batch)), what);
+  }
   if (written.ok()) written = Write(dir_, durability_, &entry, /*sync=*/true, what);
   if (!written.ok()) return written;
   log.last = next;
+  NoteWritten(log, /*synced=*/true, 0);
   const LogEntry appended{epoch, next.seq, batch};
   ExtendTail(log, absl::MakeConstSpan(&appended, 1));
   return next;
 }
 
 absl::StatusOr<std::vector<LogPosition>> ReplicationLog::AppendAll(
-    const std::vector<ShardAppend>& appends) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    const std::vector<ShardAppend>& appends, bool sync) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Shards locked in index order, so that two calls never wait on each
   // other in a cycle.
   const std::optional<std::vector<size_t>> ordered =
@@ -235,7 +240,7 @@ absl::StatusOr<std::vector<LogPosition>> ReplicationLog::AppendAll(
   const std::vector<size_t>& order = *ordered;
   for (size_t i : order) shards_[appends[i].shard]->mu.Lock();
   std::vector<LogPosition> positions(appends.size());
-  absl::Status status;
+  absl::Status status = CheckSyncs();
   rocksdb::WriteBatch batch;
   for (size_t i = 0; i < appends.size() && status.ok(); ++i) {
     const ShardAppend& a = appends[i];
@@ -250,14 +255,16 @@ absl::StatusOr<std::vector<LogPosition>> ReplicationLog::AppendAll(
     batch.Put(dir_->log(), EntryKey(a.shard, positions[i].seq), EncodeEntry(a.epoch, a.batch));
   }
   if (status.ok()) {
-    status = Write(dir_, durability_, &batch, /*sync=*/true, "appending to the log");
+    status = Write(dir_, durability_, &batch, sync, "appending to the log");
   }
   if (status.ok()) {
+    const uint64_t number = sync ? 0 : NumberUnsyncedWrite();
     for (size_t i = 0; i < appends.size(); ++i) {
       ShardLog& log = *shards_[appends[i].shard];
       log.last = positions[i];
       const LogEntry appended{positions[i].epoch, positions[i].seq, appends[i].batch};
       ExtendTail(log, absl::MakeConstSpan(&appended, 1));
+      NoteWritten(log, sync, number);
     }
   }
   for (size_t i : order) shards_[appends[i].shard]->mu.Unlock();
@@ -320,7 +327,9 @@ void ReplicationLog::ClearTail(ShardLog& log) {
 
 absl::Status ReplicationLog::StageAppendAfter(uint32_t shard, ShardLog& log, uint64_t leader_epoch,
                                               LogPosition prev, absl::Span<const LogEntry> entries,
-                                              rocksdb::WriteBatch* batch, LogPosition* last_out) {
+                                              rocksdb::WriteBatch* batch, LogPosition* last_out,
+                                              uint64_t* replaced_from) {
+  *replaced_from = 0;
   if (leader_epoch < log.promised) {
     return absl::FailedPreconditionError(absl::StrCat("shard ", shard, ": epoch ", leader_epoch,
                                                       " is fenced (promised ", log.promised, ")"));
@@ -391,6 +400,7 @@ absl::Status ReplicationLog::StageAppendAfter(uint32_t shard, ShardLog& log, uin
       batch->DeleteRange(dir_->log(), EntryKey(shard, entry.seq),
                          EntryKey(shard, log.last.seq + 1));
       truncated = true;
+      *replaced_from = entry.seq;
     }
     batch->Put(dir_->log(), EntryKey(shard, entry.seq), EncodeEntry(entry.epoch, entry.batch));
     last = entry.position();
@@ -423,19 +433,25 @@ std::vector<absl::Status> ReplicationLog::AppendAfterAll(absl::Span<const Follow
   for (size_t i : order) shards_[appends[i].shard]->mu.Lock();
   rocksdb::WriteBatch batch;
   std::vector<LogPosition> lasts(appends.size());
+  std::vector<uint64_t> replaced_from(appends.size(), 0);
   std::vector<bool> written_to(appends.size(), false);  // Added to `batch`.
   for (size_t i : order) {
     const FollowerAppend& a = appends[i];
     const uint32_t before = batch.Count();
     results[i] = StageAppendAfter(a.shard, *shards_[a.shard], a.leader_epoch, a.prev, a.entries,
-                                  &batch, &lasts[i]);
+                                  &batch, &lasts[i], &replaced_from[i]);
     written_to[i] = batch.Count() > before;
   }
+  uint64_t number = 0;
   if (batch.Count() > 0) {
-    const absl::Status written =
-        Write(dir_, durability_, &batch, sync,
-              appends.size() == 1 ? absl::StrCat("appending to shard ", appends[0].shard, "'s log")
-                                  : std::string("appending to several shards' logs"));
+    absl::Status written = CheckSyncs();
+    if (written.ok()) {
+      written = Write(dir_, durability_, &batch, sync,
+                      appends.size() == 1
+                          ? absl::StrCat("appending to shard ", appends[0].shard, "'s log")
+                          : std::string("appending to several shards' logs"));
+    }
+    if (written.ok() && !sync) number = NumberUnsyncedWrite();
     if (!written.ok()) {
       // A shard that added nothing (everything it was sent was here) is
       // as it was.
@@ -450,6 +466,7 @@ std::vector<absl::Status> ReplicationLog::AppendAfterAll(absl::Span<const Follow
       log.last = lasts[i];
       log.promised = std::max(log.promised, appends[i].leader_epoch);
       ExtendTail(log, appends[i].entries);
+      if (written_to[i]) NoteWritten(log, sync, number, replaced_from[i]);
     }
     log.mu.Unlock();
   }
@@ -458,7 +475,55 @@ std::vector<absl::Status> ReplicationLog::AppendAfterAll(absl::Span<const Follow
 
 absl::Status ReplicationLog::SyncAppends() {
   if (durability_ != Durability::kFsync) return absl::OkStatus();
-  return dir_->SyncWal("syncing the log");
+  absl::Status checked = CheckSyncs();
+  if (!checked.ok()) return checked;
+  // Every write numbered so far returned before this sync began.
+  const uint64_t covers = writes_.load();
+  absl::Status synced = dir_->SyncWal("syncing the log");
+  if (!synced.ok()) {
+    sync_failed_ = true;
+    return synced;
+  }
+  uint64_t seen = synced_writes_.load();
+  while (seen < covers && !synced_writes_.compare_exchange_weak(seen, covers)) {
+  }
+  return absl::OkStatus();
+}
+
+uint64_t ReplicationLog::DurableSeq(uint32_t shard) const {
+  const ShardLog& log = *shards_[shard];
+  absl::MutexLock lock(&log.mu);
+  if (durability_ != Durability::kFsync) return log.last.seq;
+  const uint64_t synced = synced_writes_.load();
+  while (!log.unsynced.empty() && log.unsynced.front().first <= synced) {
+    log.durable_seq = std::max(log.durable_seq, log.unsynced.front().second);
+    log.unsynced.pop_front();
+  }
+  return std::min(log.durable_seq, log.last.seq);
+}
+
+void ReplicationLog::NoteWritten(ShardLog& log, bool synced, uint64_t number,
+                                 uint64_t replaced_from) {
+  if (replaced_from > 0) {
+    // The entries from `replaced_from` on are new: what was known of the
+    // old ones says nothing of them.
+    log.durable_seq = std::min(log.durable_seq, replaced_from - 1);
+    log.unsynced.clear();
+  }
+  if (synced || durability_ != Durability::kFsync) {
+    // A synced write syncs the whole WAL before it too.
+    log.durable_seq = log.last.seq;
+    log.unsynced.clear();
+    return;
+  }
+  log.unsynced.emplace_back(number, log.last.seq);
+}
+
+absl::Status ReplicationLog::CheckSyncs() const {
+  if (!sync_failed_.load()) return absl::OkStatus();
+  return absl::UnavailableError(
+      "an earlier sync of the replication log failed, and the disk may have dropped what it "
+      "held; this node appends nothing more until it restarts");
 }
 
 bool ReplicationLog::Joined() const { return joined_.load(); }
@@ -715,6 +780,7 @@ absl::Status ReplicationLog::BeginRestore(uint32_t shard) {
   log.applied = {};
   log.first_seq = 1;
   ClearTail(log);
+  NoteWritten(log, /*synced=*/true, 0);
   return absl::OkStatus();
 }
 
@@ -743,6 +809,7 @@ absl::Status ReplicationLog::FinishRestore(uint32_t shard, LogPosition position)
   log.last = position;
   log.first_seq = position.seq + 1;
   ClearTail(log);
+  NoteWritten(log, /*synced=*/true, 0);
   return absl::OkStatus();
 }
 

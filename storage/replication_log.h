@@ -59,6 +59,9 @@ struct LogEntry {
 //     the same RocksDB write as the records it applies.
 // Appends are synced in fsync durability and written in buffered, like
 // the records today; applies are never synced, since the log holds them.
+// An append may also be written unsynced and synced later, with others
+// (SyncAppends); DurableSeq tells how much of a shard's log a sync has
+// covered, which is all a leader may count of its own copy.
 //
 // It keeps the log's invariants and nothing else: entries of a shard have
 // consecutive seqs from the first one kept, epochs never go down along the
@@ -102,13 +105,15 @@ class ReplicationLog {
   // As the leader of several shards at once: appends each batch as the
   // next entry of its shard (`shards` distinct), all in one RocksDB write,
   // so that one sync covers them. Returns the positions in order; on any
-  // error nothing is appended.
+  // error nothing is appended. With `sync` false the write is not synced
+  // (see AppendAfter): a later SyncAppends makes it durable.
   struct ShardAppend {
     uint32_t shard = 0;
     uint64_t epoch = 0;
     std::string batch;
   };
-  absl::StatusOr<std::vector<LogPosition>> AppendAll(const std::vector<ShardAppend>& appends);
+  absl::StatusOr<std::vector<LogPosition>> AppendAll(const std::vector<ShardAppend>& appends,
+                                                     bool sync = true);
 
   // As a follower of the leader of `leader_epoch`: appends `entries`
   // (consecutive seqs, non-decreasing epochs, none above `leader_epoch`)
@@ -145,8 +150,17 @@ class ReplicationLog {
   std::vector<absl::Status> AppendAfterAll(absl::Span<const FollowerAppend> appends,
                                            bool sync = true);
   // In fsync durability, syncs every write made so far (the WAL); in
-  // buffered, nothing.
+  // buffered, nothing. Several threads may call it at once. A failed sync
+  // fails every append from then on: after a failed fsync the kernel may
+  // have dropped the dirty pages, so a later sync that succeeds proves
+  // nothing about the appends before it.
   absl::Status SyncAppends();
+
+  // The seq through which the shard's log is known to be on disk: in
+  // fsync durability, Last() less the appends written unsynced that no
+  // SyncAppends has covered since (a truncation by a follower's append
+  // lowers it too); in buffered, Last(). Never above Last().seq.
+  uint64_t DurableSeq(uint32_t shard) const;
 
   // Persists a promise not to accept entries below `epoch` from now on,
   // and returns the log's last position for the candidate to compare.
@@ -216,6 +230,12 @@ class ReplicationLog {
     // and is then not read back from RocksDB.
     std::deque<LogEntry> tail ABSL_GUARDED_BY(mu);
     size_t tail_bytes ABSL_GUARDED_BY(mu) = 0;
+    // fsync durability: how far the log is known to be on disk, and the
+    // unsynced appends after that, oldest first, as (the write's number,
+    // the seq the log ended at). DurableSeq moves `durable_seq` past those
+    // that a sync has covered.
+    mutable uint64_t durable_seq ABSL_GUARDED_BY(mu) = 0;
+    mutable std::deque<std::pair<uint64_t, uint64_t>> unsynced ABSL_GUARDED_BY(mu);
   };
   static constexpr size_t kTailEntries = 64;
   static constexpr size_t kTailBytes = 64 << 10;
@@ -223,11 +243,12 @@ class ReplicationLog {
   ReplicationLog(DataDir* dir, Durability durability);
   absl::Status Load(uint32_t shard, ShardLog* log);
   // AppendAfter's checks, and its puts added to `batch`; `*last` is where
-  // the log ends once `batch` is written. Adds nothing on an error.
+  // the log ends once `batch` is written, and `*replaced_from` the first
+  // seq it replaces (0: none). Adds nothing on an error.
   absl::Status StageAppendAfter(uint32_t shard, ShardLog& log, uint64_t leader_epoch,
                                 LogPosition prev, absl::Span<const LogEntry> entries,
-                                rocksdb::WriteBatch* batch, LogPosition* last)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(log.mu);
+                                rocksdb::WriteBatch* batch, LogPosition* last,
+                                uint64_t* replaced_from) ABSL_EXCLUSIVE_LOCKS_REQUIRED(log.mu);
   // The entry at `seq`, or NOT_FOUND.
   absl::StatusOr<LogEntry> ReadEntry(uint32_t shard, uint64_t seq) const;
   // The tail's entry at `seq`, or null when the tail does not hold it.
@@ -239,11 +260,26 @@ class ReplicationLog {
   static void ExtendTail(ShardLog& log, absl::Span<const LogEntry> entries)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(log.mu);
   static void ClearTail(ShardLog& log) ABSL_EXCLUSIVE_LOCKS_REQUIRED(log.mu);
+  // Notes that the shard's log, now ending at `log.last`, was written:
+  // synced, or unsynced as write `number` (NumberUnsyncedWrite).
+  // `replaced_from` is the first seq the write replaced (0: none).
+  void NoteWritten(ShardLog& log, bool synced, uint64_t number, uint64_t replaced_from = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(log.mu);
+  // A number for an unsynced write that has just returned: a SyncAppends
+  // that begins after this covers it.
+  uint64_t NumberUnsyncedWrite() { return writes_.fetch_add(1) + 1; }
+  // UNAVAILABLE once a sync of the log has failed.
+  absl::Status CheckSyncs() const;
 
   DataDir* const dir_;
   const Durability durability_;
   std::vector<std::unique_ptr<ShardLog>> shards_;
   std::atomic<bool> joined_{false};
+  // Unsynced writes numbered so far, and the highest number a finished
+  // SyncAppends covered.
+  std::atomic<uint64_t> writes_{0};
+  std::atomic<uint64_t> synced_writes_{0};
+  std::atomic<bool> sync_failed_{false};
 };
 
 }  // namespace dedup::storage

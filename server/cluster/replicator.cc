@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Start(const ReplicatorOp
       {"elections", &Replicator::ElectionLoop},
       {"commit-sweep", &Replicator::CommitSweepLoop},
       {"release-keys", &Replicator::ReleaseKeysLoop},
+      {"log-sync", &Replicator::LogSyncLoop},
   };
   for (const auto& [name, loop] : loops) {
     r->threads_.emplace_back([p = r.get(), name = name, loop = loop] {
@@ -524,6 +525,10 @@ void Replicator::Stop() {
   {
     absl::MutexLock lock(&sweep_mu_);
     release_stopping_ = true;
+  }
+  {
+    absl::MutexLock lock(&log_sync_mu_);
+    log_sync_stopping_ = true;
   }
   for (std::thread& thread : threads_) thread.join();
   threads_.clear();

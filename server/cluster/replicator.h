@@ -490,6 +490,15 @@ class Replicator : public storage::ShardReplicator {
   void SweepCommitsSoon();
   // Releases in etcd the leader keys that CompleteCommits gave up.
   void ReleaseKeysLoop();
+  // fsync durability: a leader's appends are written unsynced on the
+  // thread that decided them, and this loop syncs the log once for all
+  // of them that are waiting (a group commit across shards), then raises
+  // the commit of their shards: the leader counts its own copy of an
+  // entry only once a sync covers it (ReplicationLog::DurableSeq).
+  void LogSyncLoop();
+  // Asks LogSyncLoop for a sync that covers the appends just made to
+  // `shards`.
+  void SyncLogSoon(const std::vector<Shard*>& shards);
   // Records one write's outcome in its call, and runs the call's callback
   // once every write of it is decided; on this thread, without locks held.
   static void DecideWrite(const std::shared_ptr<CommitCall>& call, size_t index,
@@ -602,6 +611,11 @@ class Replicator : public storage::ShardReplicator {
   // pending writes.
   std::vector<std::pair<uint32_t, uint64_t>> keys_to_release_ ABSL_GUARDED_BY(sweep_mu_);
   bool release_stopping_ ABSL_GUARDED_BY(sweep_mu_) = false;
+  // Shards whose appends wait for LogSyncLoop's next sync (repeats
+  // allowed), and whether it should end once none wait.
+  absl::Mutex log_sync_mu_;
+  std::vector<Shard*> to_sync_ ABSL_GUARDED_BY(log_sync_mu_);
+  bool log_sync_stopping_ ABSL_GUARDED_BY(log_sync_mu_) = false;
   // Set by HandOff: this node takes over no shard any more.
   std::atomic<bool> handing_off_{false};
   // The last read of etcd found a move that names this node as its source

@@ -11,10 +11,13 @@ void Replicator::AdvanceCommit(Shard* shard) {
   // Only voters count (MajorityHolds): a learner (a move's target) may hold
   // less than a majority of voters does, and an entry acknowledged by it
   // alone would not survive the loss of this leader.
-  const uint64_t last = log_->Last(shard->index).seq;
+  // This node's own copy counts only as far as a sync covers it (in fsync
+  // durability; LogSyncLoop): a crash loses the rest, and with it an entry
+  // a majority would have been said to hold.
+  const uint64_t durable = log_->DurableSeq(shard->index);
   const uint64_t majority_holds = core::MajorityHolds(
       shard->voters, [&](uint32_t node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard->mu) -> uint64_t {
-        if (node == options_.self) return last;
+        if (node == options_.self) return durable;
         auto it = shard->peers.find(node);
         return it == shard->peers.end() ? 0 : it->second.match_seq;
       });
@@ -27,7 +30,10 @@ void Replicator::CommitAsync(std::vector<storage::ShardWrite> writes, CommitDone
   std::vector<absl::Status> results(writes.size());
   std::vector<uint64_t> epochs(writes.size(), 0);
   const absl::Status storage_health = store_->BackgroundError();
-  // One append, and one sync, for every shard of the call.
+  // One append for every shard of the call. In fsync durability it is not
+  // synced here: LogSyncLoop syncs it with every other append waiting, so
+  // that no thread that decides calls waits for the disk.
+  const bool sync_later = store_->durability() == storage::Durability::kFsync;
   std::vector<storage::ReplicationLog::ShardAppend> appends;
   std::vector<size_t> appended_writes;
   std::vector<NewEntries> new_entries;
@@ -51,7 +57,7 @@ void Replicator::CommitAsync(std::vector<storage::ShardWrite> writes, CommitDone
     for (const auto& [node, peer] : shard.peers) due.peers.push_back(node);
   }
   absl::StatusOr<std::vector<LogPosition>> appended = std::vector<LogPosition>();
-  if (!appends.empty()) appended = log_->AppendAll(appends);
+  if (!appends.empty()) appended = log_->AppendAll(appends, /*sync=*/!sync_later);
   if (!appended.ok()) {
     for (size_t i : appended_writes)
       results[i] = absl::UnavailableError(appended.status().message());
@@ -93,6 +99,7 @@ void Replicator::CommitAsync(std::vector<storage::ShardWrite> writes, CommitDone
     pending_commits_.fetch_add(1, std::memory_order_relaxed);
   }
   KickShippers(new_entries);
+  if (sync_later) SyncLogSoon(shards);
   for (PendingCommit& write : stale) {
     DecideWrite(write.call, write.index, absl::UnavailableError(kNotCommitted));
   }
@@ -240,6 +247,48 @@ void Replicator::CommitSweepLoop() {
       CompleteCommits(shards);
     }
     if (stopping) return;
+  }
+}
+
+void Replicator::SyncLogSoon(const std::vector<Shard*>& shards) {
+  absl::MutexLock lock(&log_sync_mu_);
+  to_sync_.insert(to_sync_.end(), shards.begin(), shards.end());
+}
+
+void Replicator::LogSyncLoop() {
+  bool failed = false;  // Logged once: every later sync fails the same way.
+  for (;;) {
+    std::vector<Shard*> shards;
+    {
+      absl::MutexLock lock(&log_sync_mu_);
+      auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(log_sync_mu_) {
+        return !to_sync_.empty() || log_sync_stopping_;
+      };
+      log_sync_mu_.Await(absl::Condition(&due));
+      if (to_sync_.empty()) return;  // Stopping, and nothing waits.
+      shards.swap(to_sync_);
+    }
+    // Every append of these shards was written before it was asked for.
+    const absl::Status synced = log_->SyncAppends();
+    if (!synced.ok()) {
+      // Their writes may still commit on the followers' copies; those that
+      // do not time out, and this node steps down (CompleteCommits).
+      if (!failed) {
+        LogEvent(spdlog::level::err,
+                 "syncing the replication log failed; this node appends nothing more until it "
+                 "restarts",
+                 {{"error", synced.message()}});
+      }
+      failed = true;
+      continue;
+    }
+    std::sort(shards.begin(), shards.end());
+    shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+    for (Shard* shard : shards) {
+      absl::MutexLock lock(&shard->mu);
+      if (shard->leading) AdvanceCommit(shard);
+    }
+    CompleteCommits(shards);
   }
 }
 

@@ -81,19 +81,6 @@ TEST_F(CommandLineTest, UnknownDurabilityInConfigExitsTwoNamingTheField) {
   EXPECT_FALSE(DataDirExists()) << "a bad config must not touch the data directory";
 }
 
-// Refused while the flags are read, before etcd is called: the default
-// durability, fsync, would make gRPC's threads wait for the log's syncs.
-TEST_F(CommandLineTest, InlineExecutionWithReplicationInFsyncExitsTwoSayingWhy) {
-  const FinishedRun run = Run({"--execution=inline", "--replication_factor=3",
-                               "--cluster_nodes=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
-                               "--node_index=0", "--etcd_endpoints=127.0.0.1:1"});
-  EXPECT_EQ(run.status, ExitStatus::Exited(2)) << run.output;
-  EXPECT_TRUE(absl::StrContains(
-      run.output, "execution: \"inline\" on a replicated node needs durability \"buffered\""))
-      << run.output;
-  EXPECT_FALSE(DataDirExists());
-}
-
 TEST_F(CommandLineTest, UnknownDurabilityFlagExitsTwoNamingIt) {
   const FinishedRun run = Run({"--durability=sometimes"});
   EXPECT_EQ(run.status, ExitStatus::Exited(2)) << run.output;

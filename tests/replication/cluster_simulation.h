@@ -117,8 +117,9 @@ struct SimulationOptions {
   // etcd ended early answers reads after another has written.
   bool read_lease = true;
   // Whether a leader counts its own entry towards the commit only once
-  // its disk has synced it (as the replicator does: it appends, synced,
-  // before it ships).
+  // its disk has synced it (as the replicator does: in fsync durability
+  // it ships an entry while a thread of its own syncs the log, and counts
+  // its copy once ReplicationLog::DurableSeq covers it).
   bool leader_counts_synced_entries = true;
   // Whether a follower answers an append only once its disk has synced
   // the entries (as HandleShip does: it writes every shard of a call,

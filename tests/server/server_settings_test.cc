@@ -57,7 +57,7 @@ constexpr char kReplicated[] = R"pb(
     etcd_endpoints: "127.0.0.1:2379"
   })pb";
 
-TEST(ServerSettingsTest, ExecutionIsInlineOnlyWhereNoThreadOfGrpcWaitsForADiskOrAFollower) {
+TEST(ServerSettingsTest, ExecutionIsInlineUnlessWorkersAreAskedFor) {
   absl::StatusOr<ServerSettings> settings = Resolve(R"pb(durability: "buffered")pb");
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_EQ(settings->execution, Execution::kInline) << "auto, buffered single node";
@@ -77,7 +77,8 @@ TEST(ServerSettingsTest, ExecutionIsInlineOnlyWhereNoThreadOfGrpcWaitsForADiskOr
   EXPECT_FALSE(settings->store.group_sync);
   settings = Resolve(absl::StrReplaceAll(kReplicated, {{"buffered", "fsync"}}));
   ASSERT_TRUE(settings.ok()) << settings.status();
-  EXPECT_EQ(settings->execution, Execution::kWorkers) << "auto, fsync replicated: appends sync";
+  EXPECT_EQ(settings->execution, Execution::kInline)
+      << "auto, fsync replicated: a thread of the replicator syncs the log's appends";
   EXPECT_FALSE(settings->store.group_sync) << "the replication log syncs its own appends";
   settings = Resolve(R"pb(durability: "buffered" execution: "workers")pb");
   ASSERT_TRUE(settings.ok()) << settings.status();
@@ -86,12 +87,11 @@ TEST(ServerSettingsTest, ExecutionIsInlineOnlyWhereNoThreadOfGrpcWaitsForADiskOr
   settings = Resolve(absl::StrCat(kReplicated, R"pb(execution: "inline")pb"));
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_EQ(settings->execution, Execution::kInline);
-  EXPECT_THAT(
-      Resolve(absl::StrCat(absl::StrReplaceAll(kReplicated, {{"buffered", "fsync"}}),
-                           R"pb(execution: "inline")pb"))
-          .status()
-          .message(),
-      HasSubstr("execution: \"inline\" on a replicated node needs durability \"buffered\""));
+  settings = Resolve(absl::StrCat(absl::StrReplaceAll(kReplicated, {{"buffered", "fsync"}}),
+                                  R"pb(execution: "inline")pb"));
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->execution, Execution::kInline);
+  EXPECT_FALSE(settings->store.group_sync);
   EXPECT_THAT(Resolve(R"pb(execution: "threads")pb").status().message(),
               HasSubstr("execution: must be \"auto\", \"workers\" or \"inline\""));
 }

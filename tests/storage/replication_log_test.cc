@@ -636,6 +636,81 @@ TEST_F(ReplicationLogPowerLossTest, UnsyncedFollowerAppendsPersistOnlyOnceSynced
   EXPECT_EQ(Positions(ReadAll()), "1/1 1/2 ");
 }
 
+// A leader's appends written unsynced (the replicator's LogSyncLoop syncs
+// them in groups): DurableSeq, all a leader counts of its own copy, covers
+// only what a sync did, and every entry it covered survives power loss.
+TEST_F(ReplicationLogPowerLossTest, DurableSeqCoversOnlyWhatASyncDid) {
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kFsync));
+  auto append = [&](bool sync) {
+    absl::StatusOr<std::vector<LogPosition>> appended =
+        log_->AppendAll({{kShard, 1, Batch({"k"})}, {kShard + 1, 1, Batch({"k"})}}, sync);
+    ASSERT_TRUE(appended.ok()) << appended.status();
+  };
+  ASSERT_NO_FATAL_FAILURE(append(/*sync=*/true));
+  EXPECT_EQ(log_->DurableSeq(kShard), 1u) << "a synced append is durable when it returns";
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(append(/*sync=*/false));
+  EXPECT_EQ(log_->Last(kShard), (LogPosition{1, 4}));
+  EXPECT_EQ(log_->DurableSeq(kShard), 1u) << "no sync since the unsynced appends";
+  ASSERT_TRUE(log_->SyncAppends().ok());
+  EXPECT_EQ(log_->DurableSeq(kShard), 4u);
+  EXPECT_EQ(log_->DurableSeq(kShard + 1), 4u) << "one sync covers every shard";
+  ASSERT_NO_FATAL_FAILURE(append(/*sync=*/false));
+  const uint64_t durable = log_->DurableSeq(kShard);
+  EXPECT_EQ(durable, 4u);
+  EXPECT_EQ(log_->Last(kShard).seq, 5u);
+
+  fs_->PowerLoss();
+  Close();
+  fs_->Restart();
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kFsync));
+  EXPECT_GE(log_->Last(kShard).seq, durable) << "an entry DurableSeq covered was lost";
+  EXPECT_EQ(log_->Last(kShard), (LogPosition{1, 4})) << "the unsynced append went with the power";
+  EXPECT_EQ(log_->DurableSeq(kShard), 4u);
+}
+
+// A follower's append that replaces an older epoch's tail: what was known
+// durable of the replaced entries says nothing of the new ones.
+TEST_F(ReplicationLogPowerLossTest, AReplacedTailIsNotDurableUntilSynced) {
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kFsync));
+  ASSERT_TRUE(log_->AppendAfter(kShard, 1, {0, 0},
+                                {Entry(1, 1, {"a"}), Entry(1, 2, {"b"}), Entry(1, 3, {"c"})})
+                  .ok());
+  EXPECT_EQ(log_->DurableSeq(kShard), 3u);
+  ASSERT_TRUE(log_->AppendAfter(kShard, 2, {1, 1}, {Entry(2, 2, {"B"})}, /*sync=*/false).ok());
+  EXPECT_EQ(log_->Last(kShard), (LogPosition{2, 2}));
+  EXPECT_EQ(log_->DurableSeq(kShard), 1u) << "entry 2 was replaced and is not synced";
+  ASSERT_TRUE(log_->SyncAppends().ok());
+  EXPECT_EQ(log_->DurableSeq(kShard), 2u);
+}
+
+TEST_F(ReplicationLogPowerLossTest, InBufferedDurabilityDurableSeqIsTheLastEntry) {
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kBuffered));
+  ASSERT_TRUE(log_->AppendAll({{kShard, 1, Batch({"k"})}}, /*sync=*/false).ok());
+  EXPECT_EQ(log_->DurableSeq(kShard), 1u);
+}
+
+// After a failed sync the kernel may have dropped the appends' pages, so a
+// later sync that succeeds would prove nothing: the log takes no more.
+TEST_F(ReplicationLogPowerLossTest, AFailedSyncStopsTheLogTakingAppends) {
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kFsync));
+  ASSERT_TRUE(log_->AppendAll({{kShard, 1, Batch({"a"})}}, /*sync=*/false).ok());
+  fs_->FailSyncs();
+  EXPECT_FALSE(log_->SyncAppends().ok());
+  EXPECT_EQ(log_->DurableSeq(kShard), 0u);
+  absl::StatusOr<std::vector<LogPosition>> after =
+      log_->AppendAll({{kShard, 1, Batch({"b"})}}, /*sync=*/false);
+  ASSERT_FALSE(after.ok());
+  EXPECT_TRUE(absl::IsUnavailable(after.status())) << after.status();
+  EXPECT_NE(after.status().message().find("an earlier sync of the replication log failed"),
+            absl::string_view::npos)
+      << after.status();
+  const absl::Status follower =
+      log_->AppendAfter(kShard + 1, 1, {0, 0}, {Entry(1, 1, {"c"})}, /*sync=*/false);
+  EXPECT_TRUE(absl::IsUnavailable(follower)) << follower;
+  EXPECT_FALSE(log_->SyncAppends().ok()) << "nor does it sync again";
+  EXPECT_EQ(log_->DurableSeq(kShard), 0u);
+}
+
 TEST_F(ReplicationLogPowerLossTest, TheJoinedMarkSurvivesInBufferedDurabilityToo) {
   ASSERT_NO_FATAL_FAILURE(Open(Durability::kBuffered));
   ASSERT_TRUE(log_->MarkJoined().ok());
