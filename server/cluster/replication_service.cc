@@ -37,8 +37,18 @@ grpc::ServerUnaryReactor* ReplicationService::Ship(grpc::CallbackServerContext* 
     *response = std::move(*shipped);
     reactor->Finish(grpc::Status::OK);
   };
-  if (store_->durability() == storage::Durability::kBuffered && !store_->WritesStalled()) {
-    handle();
+  if (!store_->WritesStalled()) {
+    // On this thread; in fsync the answer comes from the thread whose
+    // sync covers the appends.
+    replicator_->HandleShipAsync(
+        *request, [reactor, response](absl::StatusOr<replication::v1::ShipResponse> shipped) {
+          if (!shipped.ok()) {
+            reactor->Finish(ToGrpcStatus(shipped.status()));
+            return;
+          }
+          *response = std::move(*shipped);
+          reactor->Finish(grpc::Status::OK);
+        });
     return reactor;
   }
   switch (pool_->Submit(handle)) {

@@ -15,11 +15,12 @@
 namespace dedup::server::cluster {
 
 // Ship, the call that carries every write, runs on gRPC's callback threads.
-// In buffered durability, while the store's writes are not stalled, it is
-// handled on the thread that read it, without a hand-off to another
-// thread; otherwise (fsync, whose Ship waits for a sync of the log, or a
-// stall) on `pool`, so that gRPC's threads never wait for a disk. The
-// other calls are rare and run on gRPC's synchronous server.
+// While the store's writes are not stalled, its appends are written on the
+// thread that read it, without a hand-off to another thread; in fsync
+// durability the replicator's log-sync thread answers it once a sync
+// covers them (Replicator::HandleShipAsync). During a stall it runs on
+// `pool`, so that gRPC's threads never wait for a disk. The other calls
+// are rare and run on gRPC's synchronous server.
 class ReplicationService final : public replication::v1::Replication::WithCallbackMethod_Ship<
                                      replication::v1::Replication::Service> {
  public:

@@ -202,6 +202,12 @@ class Replicator : public storage::ShardReplicator {
   // that sync fails.
   absl::StatusOr<replication::v1::ShipResponse> HandleShip(
       const replication::v1::ShipRequest& request);
+  // HandleShip without waiting for the sync: the appends are written on
+  // this thread and `done` runs with the answer once a sync covers them,
+  // on the log-sync thread (fsync durability), or here when nothing needs
+  // one. It must not block. For a call that must not wait for a disk.
+  using ShipDone = absl::AnyInvocable<void(absl::StatusOr<replication::v1::ShipResponse>) &&>;
+  void HandleShipAsync(const replication::v1::ShipRequest& request, ShipDone done);
   replication::v1::PromiseResponse HandlePromise(const replication::v1::PromiseRequest& request);
   absl::StatusOr<replication::v1::ReadLogResponse> HandleReadLog(
       const replication::v1::ReadLogRequest& request);
@@ -491,11 +497,17 @@ class Replicator : public storage::ShardReplicator {
   // Releases in etcd the leader keys that CompleteCommits gave up.
   void ReleaseKeysLoop();
   // fsync durability: a leader's appends are written unsynced on the
-  // thread that decided them, and this loop syncs the log once for all
-  // of them that are waiting (a group commit across shards), then raises
-  // the commit of their shards: the leader counts its own copy of an
-  // entry only once a sync covers it (ReplicationLog::DurableSeq).
+  // thread that decided them, and so are a follower's (HandleShipAsync).
+  // This loop syncs the log once for all of them that are waiting (a
+  // group commit across shards and roles), then raises the commit of the
+  // shards led here (the leader counts its own copy of an entry only once
+  // a sync covers it, ReplicationLog::DurableSeq) and answers the Ship
+  // calls whose appends the sync covered.
   void LogSyncLoop();
+  // HandleShip's appends, without the sync; `*entries` tells whether the
+  // call carried any entry, so that it needs one.
+  replication::v1::ShipResponse TakeShip(const replication::v1::ShipRequest& request,
+                                         bool* entries);
   // Asks LogSyncLoop for a sync that covers the appends just made to
   // `shards`.
   void SyncLogSoon(const std::vector<Shard*>& shards);
@@ -612,9 +624,15 @@ class Replicator : public storage::ShardReplicator {
   std::vector<std::pair<uint32_t, uint64_t>> keys_to_release_ ABSL_GUARDED_BY(sweep_mu_);
   bool release_stopping_ ABSL_GUARDED_BY(sweep_mu_) = false;
   // Shards whose appends wait for LogSyncLoop's next sync (repeats
-  // allowed), and whether it should end once none wait.
+  // allowed), and whether it should end once nothing waits.
   absl::Mutex log_sync_mu_;
   std::vector<Shard*> to_sync_ ABSL_GUARDED_BY(log_sync_mu_);
+  // Ship calls whose appends wait for the next sync, with their answers.
+  struct ShipWaiter {
+    replication::v1::ShipResponse response;
+    ShipDone done;
+  };
+  std::vector<ShipWaiter> ship_waiters_ ABSL_GUARDED_BY(log_sync_mu_);
   bool log_sync_stopping_ ABSL_GUARDED_BY(log_sync_mu_) = false;
   // Set by HandOff: this node takes over no shard any more.
   std::atomic<bool> handing_off_{false};

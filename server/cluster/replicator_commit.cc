@@ -259,17 +259,27 @@ void Replicator::LogSyncLoop() {
   bool failed = false;  // Logged once: every later sync fails the same way.
   for (;;) {
     std::vector<Shard*> shards;
+    std::vector<ShipWaiter> ships;
     {
       absl::MutexLock lock(&log_sync_mu_);
       auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(log_sync_mu_) {
-        return !to_sync_.empty() || log_sync_stopping_;
+        return !to_sync_.empty() || !ship_waiters_.empty() || log_sync_stopping_;
       };
       log_sync_mu_.Await(absl::Condition(&due));
-      if (to_sync_.empty()) return;  // Stopping, and nothing waits.
+      if (to_sync_.empty() && ship_waiters_.empty()) return;  // Stopping, and nothing waits.
       shards.swap(to_sync_);
+      ships.swap(ship_waiters_);
     }
-    // Every append of these shards was written before it was asked for.
+    // Every append waiting was written before it was asked for.
     const absl::Status synced = log_->SyncAppends();
+    // A follower answers only what is on its disk.
+    for (ShipWaiter& ship : ships) {
+      if (synced.ok()) {
+        std::move(ship.done)(std::move(ship.response));
+      } else {
+        std::move(ship.done)(absl::InternalError(synced.message()));
+      }
+    }
     if (!synced.ok()) {
       // Their writes may still commit on the followers' copies; those that
       // do not time out, and this node steps down (CompleteCommits).

@@ -142,8 +142,47 @@ rv1::AppendResponse Replicator::HandleAppend(const rv1::AppendRequest& request, 
   return std::move(append.response);
 }
 
-absl::StatusOr<rv1::ShipResponse> Replicator::HandleShip(const rv1::ShipRequest& request)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+absl::StatusOr<rv1::ShipResponse> Replicator::HandleShip(const rv1::ShipRequest& request) {
+  bool entries = false;
+  rv1::ShipResponse response = TakeShip(request, &entries);
+  // Also when every entry was here already: an earlier call may have
+  // written them and not synced them yet.
+  if (entries) {
+    absl::Status synced = log_->SyncAppends();
+    if (!synced.ok()) {
+      LogEvent(spdlog::level::err, "cannot sync the leader's entries",
+               {{"error", synced.message()}});
+      return absl::InternalError(synced.message());
+    }
+  }
+  return response;
+}
+
+void Replicator::HandleShipAsync(const rv1::ShipRequest& request, ShipDone done) {
+  bool entries = false;
+  rv1::ShipResponse response = TakeShip(request, &entries);
+  if (!entries || store_->durability() != storage::Durability::kFsync) {
+    std::move(done)(std::move(response));
+    return;
+  }
+  {
+    absl::MutexLock lock(&log_sync_mu_);
+    if (!log_sync_stopping_) {
+      ship_waiters_.push_back({std::move(response), std::move(done)});
+      return;
+    }
+  }
+  // Stopping: the log-sync thread may have ended.
+  absl::Status synced = log_->SyncAppends();
+  if (!synced.ok()) {
+    std::move(done)(absl::InternalError(synced.message()));
+    return;
+  }
+  std::move(done)(std::move(response));
+}
+
+rv1::ShipResponse Replicator::TakeShip(const rv1::ShipRequest& request,
+                                       bool* entries_out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   rv1::ShipResponse response;
   const int n = request.appends_size();
   // Shards in ascending order, each at most once: otherwise one at a
@@ -191,16 +230,7 @@ absl::StatusOr<rv1::ShipResponse> Replicator::HandleShip(const rv1::ShipRequest&
     ApplyCommitted(appends);
     for (FollowerAppend& append : appends) response.add_results()->Swap(&append.response);
   }
-  // Also when every entry was here already: an earlier call may have
-  // written them and not synced them yet.
-  if (entries) {
-    absl::Status synced = log_->SyncAppends();
-    if (!synced.ok()) {
-      LogEvent(spdlog::level::err, "cannot sync the leader's entries",
-               {{"error", synced.message()}});
-      return absl::InternalError(synced.message());
-    }
-  }
+  *entries_out = entries;
   return response;
 }
 
