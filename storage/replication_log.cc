@@ -459,6 +459,19 @@ std::vector<absl::Status> ReplicationLog::AppendAfterAll(absl::Span<const Follow
         if (results[i].ok() && written_to[i]) results[i] = written;
       }
     }
+  } else if (sync && durability_ == Durability::kFsync) {
+    // Nothing to write, all of it here already: perhaps written unsynced
+    // by an earlier call whose sync is still to come, or failed. What this
+    // call acknowledges must be on disk.
+    bool unsynced = false;
+    for (size_t i = 0; i < appends.size(); ++i) {
+      const ShardLog& log = *shards_[appends[i].shard];
+      if (results[i].ok() && DurableSeqLocked(log) < log.last.seq) unsynced = true;
+    }
+    const absl::Status synced = unsynced ? SyncAppends() : absl::OkStatus();
+    for (absl::Status& result : results) {
+      if (result.ok()) result = synced;
+    }
   }
   for (size_t i : order) {
     ShardLog& log = *shards_[appends[i].shard];
@@ -481,7 +494,11 @@ absl::Status ReplicationLog::SyncAppends() {
   const uint64_t covers = writes_.load();
   absl::Status synced = dir_->SyncWal("syncing the log");
   if (!synced.ok()) {
-    sync_failed_ = true;
+    // A write that failed on a full disk fences the sync off before it
+    // starts (RESOURCE_EXHAUSTED, storage/wal_fence.h): nothing was lost,
+    // and appends resume once the data directory recovers. Anything else
+    // fails closed.
+    if (!absl::IsResourceExhausted(synced)) sync_failed_ = true;
     return synced;
   }
   uint64_t seen = synced_writes_.load();
@@ -493,6 +510,10 @@ absl::Status ReplicationLog::SyncAppends() {
 uint64_t ReplicationLog::DurableSeq(uint32_t shard) const {
   const ShardLog& log = *shards_[shard];
   absl::MutexLock lock(&log.mu);
+  return DurableSeqLocked(log);
+}
+
+uint64_t ReplicationLog::DurableSeqLocked(const ShardLog& log) const {
   if (durability_ != Durability::kFsync) return log.last.seq;
   const uint64_t synced = synced_writes_.load();
   while (!log.unsynced.empty() && log.unsynced.front().first <= synced) {
@@ -516,6 +537,9 @@ void ReplicationLog::NoteWritten(ShardLog& log, bool synced, uint64_t number,
     log.unsynced.clear();
     return;
   }
+  // Those a sync covered go first, so that the list holds only the writes
+  // since the last sync on a shard nobody asks DurableSeq of (a follower's).
+  DurableSeqLocked(log);
   log.unsynced.emplace_back(number, log.last.seq);
 }
 

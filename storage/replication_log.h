@@ -153,7 +153,9 @@ class ReplicationLog {
   // buffered, nothing. Several threads may call it at once. A failed sync
   // fails every append from then on: after a failed fsync the kernel may
   // have dropped the dirty pages, so a later sync that succeeds proves
-  // nothing about the appends before it.
+  // nothing about the appends before it. Not so a sync refused because a
+  // write failed on a full disk (RESOURCE_EXHAUSTED): that one was never
+  // attempted, and appends resume once the data directory recovers.
   absl::Status SyncAppends();
 
   // The seq through which the shard's log is known to be on disk: in
@@ -270,6 +272,8 @@ class ReplicationLog {
   uint64_t NumberUnsyncedWrite() { return writes_.fetch_add(1) + 1; }
   // UNAVAILABLE once a sync of the log has failed.
   absl::Status CheckSyncs() const;
+  // DurableSeq with the shard's mutex held.
+  uint64_t DurableSeqLocked(const ShardLog& log) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(log.mu);
 
   DataDir* const dir_;
   const Durability durability_;

@@ -576,6 +576,14 @@ absl::Status Store::Recover() {
   return dir_->Recover();
 }
 
+void Store::FailClosed(const absl::Status& why) {
+  absl::MutexLock lock(&sync_mu_);
+  if (sync_failed_) return;
+  sync_error_ =
+      absl::UnavailableError(absl::StrCat(why.message(), "; writes are refused until restart"));
+  sync_failed_ = true;
+}
+
 StoreStats Store::Stats(size_t sample_per_shard) const {
   StoreStats stats;
   {

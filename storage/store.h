@@ -222,6 +222,12 @@ class Store {
   // been freed); OK when it does. Other errors are returned unchanged.
   absl::Status Recover();
 
+  // Refuses writes until restart, as after a failed sync of its own: a
+  // sync of the WAL that another writer of the data directory made (the
+  // replication log) failed with `why`, so what the WAL held may not be
+  // on disk. BackgroundError() then names `why`.
+  void FailClosed(const absl::Status& why);
+
   // Calls answered from reads without the stripe locks, because a stripe
   // was busy and nothing was to be written (Apply). For tests and profiles.
   uint64_t answered_without_locks() const { return answered_without_locks_.load(); }

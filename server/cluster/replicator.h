@@ -508,6 +508,9 @@ class Replicator : public storage::ShardReplicator {
   // call carried any entry, so that it needs one.
   replication::v1::ShipResponse TakeShip(const replication::v1::ShipRequest& request,
                                          bool* entries);
+  // After a failed sync of the log: fails the store closed, unless a full
+  // disk fenced the sync off (RESOURCE_EXHAUSTED).
+  void LogSyncFailed(const absl::Status& status);
   // Asks LogSyncLoop for a sync that covers the appends just made to
   // `shards`.
   void SyncLogSoon(const std::vector<Shard*>& shards);

@@ -256,7 +256,9 @@ void Replicator::SyncLogSoon(const std::vector<Shard*>& shards) {
 }
 
 void Replicator::LogSyncLoop() {
-  bool failed = false;  // Logged once: every later sync fails the same way.
+  // The last sync's error, logged when it changes: a failed sync fails
+  // every one after it the same way.
+  absl::StatusCode last_error = absl::StatusCode::kOk;
   for (;;) {
     std::vector<Shard*> shards;
     std::vector<ShipWaiter> ships;
@@ -272,6 +274,7 @@ void Replicator::LogSyncLoop() {
     }
     // Every append waiting was written before it was asked for.
     const absl::Status synced = log_->SyncAppends();
+    if (!synced.ok()) LogSyncFailed(synced);
     // A follower answers only what is on its disk.
     for (ShipWaiter& ship : ships) {
       if (synced.ok()) {
@@ -283,15 +286,14 @@ void Replicator::LogSyncLoop() {
     if (!synced.ok()) {
       // Their writes may still commit on the followers' copies; those that
       // do not time out, and this node steps down (CompleteCommits).
-      if (!failed) {
-        LogEvent(spdlog::level::err,
-                 "syncing the replication log failed; this node appends nothing more until it "
-                 "restarts",
+      if (synced.code() != last_error) {
+        LogEvent(spdlog::level::err, "cannot sync the replication log",
                  {{"error", synced.message()}});
       }
-      failed = true;
+      last_error = synced.code();
       continue;
     }
+    last_error = absl::StatusCode::kOk;
     std::sort(shards.begin(), shards.end());
     shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
     for (Shard* shard : shards) {
@@ -300,6 +302,16 @@ void Replicator::LogSyncLoop() {
     }
     CompleteCommits(shards);
   }
+}
+
+void Replicator::LogSyncFailed(const absl::Status& status) {
+  // A full disk fenced the sync off before it began: nothing was lost,
+  // and the store recovers once space returns.
+  if (absl::IsResourceExhausted(status)) return;
+  // The log and the records share one WAL: the store's writes may be lost
+  // too. It fails closed, and its health (/healthz) with it, so that the
+  // node is restarted rather than leading shards it cannot write.
+  store_->FailClosed(status);
 }
 
 void Replicator::ReleaseKeysLoop() {

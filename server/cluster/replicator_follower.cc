@@ -152,6 +152,7 @@ absl::StatusOr<rv1::ShipResponse> Replicator::HandleShip(const rv1::ShipRequest&
     if (!synced.ok()) {
       LogEvent(spdlog::level::err, "cannot sync the leader's entries",
                {{"error", synced.message()}});
+      LogSyncFailed(synced);
       return absl::InternalError(synced.message());
     }
   }
@@ -175,6 +176,7 @@ void Replicator::HandleShipAsync(const rv1::ShipRequest& request, ShipDone done)
   // Stopping: the log-sync thread may have ended.
   absl::Status synced = log_->SyncAppends();
   if (!synced.ok()) {
+    LogSyncFailed(synced);
     std::move(done)(absl::InternalError(synced.message()));
     return;
   }

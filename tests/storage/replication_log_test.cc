@@ -668,6 +668,23 @@ TEST_F(ReplicationLogPowerLossTest, DurableSeqCoversOnlyWhatASyncDid) {
   EXPECT_EQ(log_->DurableSeq(kShard), 4u);
 }
 
+// An append whose entries are all here already, written unsynced by an
+// earlier call whose sync has not come (or failed), writes nothing; what
+// it acknowledges must still be on disk when it answers.
+TEST_F(ReplicationLogPowerLossTest, AnAppendOfEntriesWrittenUnsyncedSyncsThemBeforeItAnswers) {
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kFsync));
+  const std::vector<LogEntry> entries = {Entry(1, 1, {"a"}), Entry(1, 2, {"b"})};
+  ASSERT_TRUE(log_->AppendAfter(kShard, 1, {0, 0}, entries, /*sync=*/false).ok());
+  EXPECT_EQ(log_->DurableSeq(kShard), 0u);
+  ASSERT_TRUE(log_->AppendAfter(kShard, 1, {0, 0}, entries).ok());
+  EXPECT_EQ(log_->DurableSeq(kShard), 2u);
+  fs_->PowerLoss();
+  Close();
+  fs_->Restart();
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kFsync));
+  EXPECT_EQ(log_->Last(kShard), (LogPosition{1, 2})) << "acknowledged, then lost";
+}
+
 // A follower's append that replaces an older epoch's tail: what was known
 // durable of the replaced entries says nothing of the new ones.
 TEST_F(ReplicationLogPowerLossTest, AReplacedTailIsNotDurableUntilSynced) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "rocksdb/write_batch.h"
 #include "storage/operation.h"
 #include "storage/record.h"
 #include "storage/replication_log.h"
@@ -99,6 +100,53 @@ TEST_F(StoreDiskFaultsTest, FailedBackgroundSyncRefusesWritesUntilRestart) {
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(Do(Query("order-1")).record.token, token);
   EXPECT_FALSE(store_->Recover().ok());
+}
+
+// A sync of the WAL that the replication log made failed: the store fails
+// closed as after a failed sync of its own (Replicator::LogSyncFailed).
+TEST_F(StoreDiskFaultsTest, FailClosedRefusesWritesUntilRestart) {
+  ASSERT_NO_FATAL_FAILURE(OpenOnFaults(Durability::kFsync));
+  const uint64_t token = Acquire("order-1", "worker-a");
+  store_->FailClosed(absl::UnavailableError("syncing the log: injected"));
+  EXPECT_EQ(store_->BackgroundError().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(store_->BackgroundError().message().find("syncing the log: injected"),
+            absl::string_view::npos)
+      << store_->BackgroundError();
+  EXPECT_EQ(store_->Apply(Claim("order-2", "worker-a")).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Do(Query("order-1")).record.token, token);
+  EXPECT_FALSE(store_->Recover().ok());
+  Close();
+  ASSERT_NO_FATAL_FAILURE(OpenOnFaults(Durability::kFsync));
+  Acquire("order-2", "worker-a");
+}
+
+// A full disk fences the replication log's sync off before it begins
+// (RESOURCE_EXHAUSTED): nothing was lost, so once space returns and the
+// data directory recovers, the log takes appends again. Any other failed
+// sync stops it for good (ReplicationLogPowerLossTest).
+TEST_F(StoreDiskFaultsTest, AFullDiskStopsTheReplicationLogOnlyUntilItRecovers) {
+  ASSERT_NO_FATAL_FAILURE(OpenOnFaults(Durability::kFsync));
+  absl::StatusOr<std::unique_ptr<ReplicationLog>> log = store_->OpenReplicationLog();
+  ASSERT_TRUE(log.ok()) << log.status();
+  auto append = [&log] {
+    rocksdb::WriteBatch batch;
+    EXPECT_TRUE(batch.Put("k", "v").ok());
+    return (*log)->AppendAll({{0, 1, batch.Data()}}, /*sync=*/false).status();
+  };
+  ASSERT_TRUE(append().ok());
+  fs().SetSpaceLeft(0);
+  EXPECT_FALSE(append().ok());
+  const absl::Status fenced = (*log)->SyncAppends();
+  EXPECT_TRUE(absl::IsResourceExhausted(fenced)) << fenced;
+
+  fs().SetSpaceLeft(FaultInjectionFileSystem::kUnlimited);
+  ASSERT_TRUE(store_->Recover().ok()) << store_->BackgroundError();
+  const absl::Status appended = append();
+  EXPECT_TRUE(appended.ok()) << appended;
+  EXPECT_TRUE((*log)->SyncAppends().ok());
+  EXPECT_EQ((*log)->DurableSeq(0), (*log)->Last(0).seq);
+  log->reset();
 }
 
 // Group sync (StoreOptions::group_sync): a failed sync fails every call
