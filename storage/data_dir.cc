@@ -213,6 +213,12 @@ absl::Status DataDir::OpenDb(CompactionDrops* drops) {
   // memtable is never one.
   db_options.allow_concurrent_memtable_write = false;
   db_options.db_write_buffer_size = 256ull << 20;
+  // What a process that died left in the page cache, written but not
+  // synced, is flushed at open into synced table files before anything is
+  // served. The replication log counts every entry it finds at open as on
+  // disk (ReplicationLog::DurableSeq), which is true only with this flush;
+  // RocksDB's default, set here so that nobody turns it off unaware.
+  db_options.avoid_flush_during_recovery = false;
   db_options.listeners.push_back(listener_);
   statistics_ = rocksdb::CreateDBStatistics();
   statistics_->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);

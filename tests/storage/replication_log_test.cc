@@ -700,6 +700,33 @@ TEST_F(ReplicationLogPowerLossTest, AReplacedTailIsNotDurableUntilSynced) {
   EXPECT_EQ(log_->DurableSeq(kShard), 2u);
 }
 
+// A node whose process died (no power loss) with appends written but not
+// synced finds them at restart, and counts them durable: they must then be
+// on disk before that restart serves anything, whatever power does next
+// (DataDir's avoid_flush_during_recovery).
+TEST_F(ReplicationLogPowerLossTest, EntriesFoundAfterAProcessDiedAreOnDiskWhenCountedDurable) {
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kFsync));
+  ASSERT_TRUE(log_->AppendAll({{kShard, 1, Batch({"a"})}}, /*sync=*/true).ok());
+  for (const char* key : {"b", "c", "d"}) {
+    ASSERT_TRUE(log_->AppendAll({{kShard, 1, Batch({key})}}, /*sync=*/false).ok());
+  }
+  ASSERT_EQ(log_->DurableSeq(kShard), 1u);
+  // The process dies: what it wrote stays in the page cache, unsynced.
+  Close();
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kFsync));
+  ASSERT_EQ(log_->Last(kShard), (LogPosition{1, 4})) << "the page cache kept the appends";
+  const uint64_t durable = log_->DurableSeq(kShard);
+  EXPECT_EQ(durable, 4u) << "a restarted log counts what it found as on disk";
+
+  fs_->PowerLoss();
+  Close();
+  fs_->Restart();
+  ASSERT_NO_FATAL_FAILURE(Open(Durability::kFsync));
+  EXPECT_GE(log_->Last(kShard).seq, durable)
+      << "an entry counted durable after the restart was lost with the power";
+  EXPECT_EQ(Positions(ReadAll()), "1/1 1/2 1/3 1/4 ");
+}
+
 TEST_F(ReplicationLogPowerLossTest, InBufferedDurabilityDurableSeqIsTheLastEntry) {
   ASSERT_NO_FATAL_FAILURE(Open(Durability::kBuffered));
   ASSERT_TRUE(log_->AppendAll({{kShard, 1, Batch({"k"})}}, /*sync=*/false).ok());
