@@ -686,41 +686,6 @@ absl::Status ReplicationLog::TrimThrough(uint32_t shard, uint64_t seq) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ReplicationLog::RecordPage> ReplicationLog::ReadRecords(uint32_t shard,
-                                                                       const std::string& after_key,
-                                                                       size_t max_bytes) const {
-  RecordPage page;
-  size_t bytes = 0;
-  // The shard's range of its family; pages carry storage keys.
-  const std::string& prefix = dir_->shard_prefix(shard);
-  const std::string begin = dir_->RecordKey(shard, after_key);
-  const std::string end = dir_->ShardEnd(shard);
-  const rocksdb::Slice lower(prefix), upper(end);
-  rocksdb::ReadOptions ordered;
-  ordered.total_order_seek = true;  // Past a hash memtable's buckets.
-  if (!end.empty()) {
-    ordered.iterate_lower_bound = &lower;
-    ordered.iterate_upper_bound = &upper;
-  }
-  std::unique_ptr<rocksdb::Iterator> it(dir_->db()->NewIterator(ordered, dir_->shard(shard)));
-  it->Seek(begin);
-  if (!after_key.empty() && it->Valid() && View(it->key()) == begin) it->Next();
-  for (; it->Valid(); it->Next()) {
-    const absl::string_view key = View(it->key()).substr(prefix.size());
-    if (!page.records.empty() && bytes + key.size() + it->value().size() > max_bytes) {
-      page.last_key = page.records.back().first;
-      return page;
-    }
-    page.records.emplace_back(std::string(key), it->value().ToString());
-    bytes += key.size() + it->value().size();
-  }
-  absl::Status s = FromRocks(it->status(), absl::StrCat("reading shard ", shard, "'s records"));
-  if (!s.ok()) return s;
-  page.done = true;
-  if (!page.records.empty()) page.last_key = page.records.back().first;
-  return page;
-}
-
 absl::Status ReplicationLog::BeginRestore(uint32_t shard) {
   ShardLog& log = *shards_[shard];
   absl::MutexLock lock(&log.mu);
@@ -742,16 +707,6 @@ absl::Status ReplicationLog::BeginRestore(uint32_t shard) {
   ClearTail(log);
   NoteWritten(log, /*synced=*/true, 0);
   return absl::OkStatus();
-}
-
-absl::Status ReplicationLog::RestoreRecords(
-    uint32_t shard, const std::vector<std::pair<std::string, std::string>>& records) {
-  rocksdb::WriteBatch batch;
-  for (const auto& [key, value] : records) {
-    batch.Put(dir_->shard(shard), dir_->RecordKey(shard, key), value);
-  }
-  return FromRocks(dir_->db()->Write(rocksdb::WriteOptions(), &batch),
-                   absl::StrCat("restoring shard ", shard, "'s records"));
 }
 
 absl::Status ReplicationLog::FinishRestore(uint32_t shard, LogPosition position) {

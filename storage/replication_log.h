@@ -199,13 +199,35 @@ class ReplicationLog {
   // Re-seeding a shard from a copy of another replica's records
   // (docs/replication.md §4).
   //
-  // As the source: up to about `max_bytes` of the shard's stored records
-  // after `after_key` ("" : from the start), in key order, as stored.
+  // As the source: the shard's stored records in key order, as stored,
+  // page by page.
   struct RecordPage {
     std::vector<std::pair<std::string, std::string>> records;
     std::string last_key;  // Pass back as `after_key` for the next page.
     bool done = false;
   };
+  // One walk of them, on one RocksDB iterator: every page shows the
+  // records as they were when the walk was opened, and a hashed memtable
+  // (StoreOptions::hash_memtable) is sorted once for the walk, not once a
+  // page (bench/RESULTS.md, "Hashed records on replicated nodes"). Until
+  // it is destroyed it holds that view's memtables and table files, so it
+  // should live no longer than the copy it serves, and never past the log.
+  class RecordWalk {
+   public:
+    ~RecordWalk();
+    // Up to about `max_bytes` of records (one at least, while any is
+    // left); `done` on the page that ends the shard.
+    absl::StatusOr<RecordPage> Next(size_t max_bytes);
+
+   private:
+    friend class ReplicationLog;
+    struct Iteration;
+    explicit RecordWalk(std::unique_ptr<Iteration> iteration);
+    std::unique_ptr<Iteration> iteration_;
+  };
+  // The records after `after_key` ("" : from the start).
+  std::unique_ptr<RecordWalk> WalkRecords(uint32_t shard, const std::string& after_key) const;
+  // One page of a walk opened for it alone.
   absl::StatusOr<RecordPage> ReadRecords(uint32_t shard, const std::string& after_key,
                                          size_t max_bytes) const;
   // As the replica re-seeded: drops the shard's records and log (the

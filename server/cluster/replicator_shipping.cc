@@ -501,7 +501,9 @@ absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
   const size_t page_bytes = to_learner ? std::clamp<size_t>(options_.move_bytes_per_second / 4,
                                                             kMinShipBytes, ship_bytes_)
                                        : ship_bytes_;
-  std::string after;
+  // One walk for the whole copy: its pages are the records as they were
+  // when it began, at `position` or after it.
+  std::unique_ptr<storage::ReplicationLog::RecordWalk> walk = log_->WalkRecords(s, "");
   uint64_t pages = 0, records = 0;
   for (bool first = true;; first = false) {
     {
@@ -510,8 +512,7 @@ absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
         return absl::UnavailableError("no longer leading");
       }
     }
-    absl::StatusOr<storage::ReplicationLog::RecordPage> page =
-        log_->ReadRecords(s, after, page_bytes);
+    absl::StatusOr<storage::ReplicationLog::RecordPage> page = walk->Next(page_bytes);
     if (!page.ok()) return page.status();
     rv1::RestoreRequest request;
     request.set_shard(s);
@@ -543,7 +544,6 @@ absl::Status Replicator::Reseed(Shard* shard, uint32_t peer, uint64_t epoch) {
     }
     ++pages;
     if (page->done) break;
-    after = page->last_key;
   }
   LogEvent(spdlog::level::info, "re-seeded a follower",
            {{"shard", absl::StrCat(s)},

@@ -7,6 +7,7 @@
 
 #include "storage/replication_log.h"
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -59,6 +60,7 @@ class ReplicationLogTest : public ::testing::Test {
     options.path = dir_.Sub(families_ == 0 ? "data" : "shared");
     options.shards = 4;
     options.shard_families = families_;
+    options.hash_memtable = hash_memtable_;
     if (env_ != nullptr) SetRocksDbEnvForTesting(&options, env_);
     absl::StatusOr<std::unique_ptr<DataDir>> data = DataDir::Open(options, &drops_);
     ASSERT_TRUE(data.ok()) << data.status();
@@ -93,6 +95,7 @@ class ReplicationLogTest : public ::testing::Test {
   // 0: a family per shard; DEDUP_TEST_SHARD_FAMILIES runs the suite again
   // on shards that share families (tests/storage/CMakeLists.txt).
   uint32_t families_ = SharedFamiliesForTesting();
+  bool hash_memtable_ = false;
   CompactionDrops drops_;
   std::shared_ptr<rocksdb::Env> env_;
   std::unique_ptr<DataDir> data_;
@@ -523,6 +526,53 @@ TEST_F(ReplicationLogTest, ARestoreCopiesTheRecordsAndTheLogContinuesAfterItsPos
   ASSERT_NO_FATAL_FAILURE(Open());
   EXPECT_EQ(log_->Applied(kShard), (LogPosition{2, 4})) << "the restore survives a restart";
   EXPECT_EQ(Record("c"), "v-c");
+}
+
+// A re-seed's copy walks the records page by page on one iterator: in key
+// order, each record once, as they were when the walk began, on either
+// memtable (a hashed one sorts for the walk, and what it holds then).
+TEST_F(ReplicationLogTest, AWalkOfRecordsSeesThemAsTheyWereWhenItBegan) {
+  for (bool hashed : {false, true}) {
+    SCOPED_TRACE(hashed ? "hash memtable" : "skip list");
+    hash_memtable_ = hashed;
+    Close();
+    std::filesystem::remove_all(dir_.Sub("data"));
+    std::filesystem::remove_all(dir_.Sub("shared"));
+    ASSERT_NO_FATAL_FAILURE(Open());
+    const std::vector<std::string> keys = {"d", "a", "e", "c", "b"};
+    for (const std::string& key : keys) ASSERT_TRUE(log_->Append(kShard, 1, Batch({key})).ok());
+    ASSERT_TRUE(log_->ApplyThrough(kShard, keys.size()).ok());
+    // Another shard's records, which a shared family also holds.
+    ASSERT_TRUE(log_->Append(kShard + 1, 1, Batch({"a0", "zz"})).ok());
+    ASSERT_TRUE(log_->ApplyThrough(kShard + 1, 1).ok());
+
+    std::unique_ptr<ReplicationLog::RecordWalk> walk = log_->WalkRecords(kShard, "");
+    std::string copied;
+    for (int pages = 0;; ++pages) {
+      ASSERT_LT(pages, 10);
+      absl::StatusOr<ReplicationLog::RecordPage> page = walk->Next(1);
+      ASSERT_TRUE(page.ok()) << page.status();
+      EXPECT_LE(page->records.size(), 1u) << "one record per page at a 1-byte budget";
+      for (const auto& [key, value] : page->records) copied += key + "=" + value + " ";
+      if (pages == 1) {
+        // Written while the walk is under way: not in it.
+        ASSERT_TRUE(log_->Append(kShard, 1, Batch({"bb", "f"})).ok());
+        ASSERT_TRUE(log_->ApplyThrough(kShard, keys.size() + 1).ok());
+      }
+      if (page->done) break;
+      if (!page->records.empty()) {
+        EXPECT_EQ(page->last_key, page->records.back().first);
+      }
+    }
+    EXPECT_EQ(copied, "a=v-a b=v-b c=v-c d=v-d e=v-e ");
+    absl::StatusOr<ReplicationLog::RecordPage> later = log_->ReadRecords(kShard, "b", 1 << 20);
+    ASSERT_TRUE(later.ok()) << later.status();
+    ASSERT_EQ(later->records.size(), 5u) << "a walk begun after them sees them";
+    EXPECT_EQ(later->records.front().first, "bb");
+    EXPECT_TRUE(later->done);
+    walk.reset();
+    Close();
+  }
 }
 
 TEST_F(ReplicationLogTest, AShardSharingItsFamilyIsCopiedRestoredAndDroppedAlone) {
