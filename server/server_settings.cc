@@ -94,9 +94,7 @@ absl::Status ResolvePolicy(const v1::NamespacePolicy& in, const Policy& base,
   return absl::OkStatus();
 }
 
-// Needs replication resolved: the built-in memtable depends on it.
-absl::Status ResolveStorage(const v1::ServerConfig& config, bool replicated,
-                            storage::StoreOptions* out) {
+absl::Status ResolveStorage(const v1::ServerConfig& config, storage::StoreOptions* out) {
   out->path = config.data_dir().empty() ? kDefaultDataDir : config.data_dir();
   if (config.shards() > storage::kMaxShards) {
     return absl::InvalidArgumentError(
@@ -111,14 +109,13 @@ absl::Status ResolveStorage(const v1::ServerConfig& config, bool replicated,
     return absl::InvalidArgumentError(absl::StrCat(
         "durability: must be \"fsync\" or \"buffered\", got \"", config.durability(), "\""));
   }
-  // Built-in: hash where no shard moves (a move's copy pages through the
-  // records in order, and each page of a hash memtable sorts it).
-  if (config.memtable().empty() || config.memtable() == "auto") {
-    out->hash_memtable = !replicated;
+  // Built-in: hash, on replicated nodes too, whose shard moves walk the
+  // records on one iterator and so sort a memtable once a move, not once
+  // a page (ReplicationLog::RecordWalk).
+  if (config.memtable().empty() || config.memtable() == "auto" || config.memtable() == "hash") {
+    out->hash_memtable = true;
   } else if (config.memtable() == "skiplist") {
     out->hash_memtable = false;
-  } else if (config.memtable() == "hash") {
-    out->hash_memtable = true;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "memtable: must be \"auto\", \"skiplist\" or \"hash\", got \"", config.memtable(), "\""));
@@ -479,7 +476,7 @@ absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config) {
   }
   s = ResolveCluster(config.cluster(), &settings);
   if (!s.ok()) return s;
-  s = ResolveStorage(config, settings.replication_factor > 1, &settings.store);
+  s = ResolveStorage(config, &settings.store);
   if (!s.ok()) return s;
   s = ResolveExecution(config.execution(), &settings);
   if (!s.ok()) return s;

@@ -159,7 +159,7 @@ TEST(ServerSettingsTest, TypedGrantIdentitiesAreCheckedAndUntyped) {
               HasSubstr("auth.grants[0].identity: \"uri:worker\" is not a URI with a scheme"));
 }
 
-TEST(ServerSettingsTest, MemtableIsAHashWhereNoShardMoves) {
+TEST(ServerSettingsTest, MemtableIsAHashUnlessAskedOtherwise) {
   absl::StatusOr<ServerSettings> settings = Resolve("");
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_TRUE(settings->store.hash_memtable) << "a single node";
@@ -176,14 +176,14 @@ TEST(ServerSettingsTest, MemtableIsAHashWhereNoShardMoves) {
   EXPECT_THAT(settings.status().message(),
               HasSubstr("memtable: must be \"auto\", \"skiplist\" or \"hash\""));
 
-  // A replicated node pages through records to move shards: a skip list,
-  // unless asked otherwise.
+  // A replicated node too: its moves walk the records once, on one
+  // iterator (ReplicationLog::RecordWalk).
   settings = Resolve(kReplicated);
   ASSERT_TRUE(settings.ok()) << settings.status();
-  EXPECT_FALSE(settings->store.hash_memtable);
-  settings = Resolve(absl::StrCat(kReplicated, R"pb(memtable: "hash")pb"));
-  ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_TRUE(settings->store.hash_memtable);
+  settings = Resolve(absl::StrCat(kReplicated, R"pb(memtable: "skiplist")pb"));
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_FALSE(settings->store.hash_memtable);
 }
 
 TEST(ServerSettingsTest, LeaderLeaseDefaultsToThreeSecondsAndIsAtLeastTwo) {
