@@ -89,7 +89,12 @@ if [ "$mode" = "replicated" ]; then
   reports="$(mktemp -d "${TMPDIR:-/tmp}/tsan-replicated.XXXXXX")"
   # exitcode=0: a node that reported still exits as the tests expect; the
   # reports decide. The test binary writes its own reports there too.
-  export TSAN_OPTIONS="halt_on_error=0 exitcode=0 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=$PWD/tests/tsan_suppressions.txt log_path=$reports/tsan"
+  # detect_deadlocks=0: a write round at 1,024 shards holds the mutexes of
+  # every shard in it at once, in shard order (ReplicationLog::AppendAll,
+  # ApplyAll, Replicator::TakeShip), and TSan's lock-order detector stops
+  # the process with a CHECK failure past 64 held locks. Lock order is
+  # still checked in the race tests of the unit binaries, at few shards.
+  export TSAN_OPTIONS="halt_on_error=0 exitcode=0 detect_deadlocks=0 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=$PWD/tests/tsan_suppressions.txt log_path=$reports/tsan"
   echo "== $filter of replication_test against the TSan dedupd (reports in $reports)"
   tests_status=0
   "$build_dir/tests/blackbox/replication_test" --gtest_filter="$filter" || tests_status=$?

@@ -498,6 +498,14 @@ void DedupService::StreamClosed(const Caller& caller) {
   open_streams_.fetch_sub(1, std::memory_order_relaxed);
 }
 
+DedupService::~DedupService() {
+  // gRPC's Server::Wait returns only after the last reactor's OnDone has
+  // returned, but through synchronization of gRPC's own, which
+  // ThreadSanitizer does not see: taking the mutex the last RemoveStream
+  // released shows it that order.
+  absl::MutexLock lock(&streams_mu_);
+}
+
 bool DedupService::AddStream(StreamReactor* stream) {
   absl::MutexLock lock(&streams_mu_);
   if (streams_closed_) return false;

@@ -48,6 +48,9 @@ class DedupService final : public v1::Dedup::CallbackService {
   DedupService(storage::Store* store, WorkerPool* pool, WorkerPool* scan_pool, Metrics* metrics,
                Authorizer* auth, std::shared_ptr<const ShardMap> shards,
                RequestTranslator translator, const ServerLimits& limits, Execution execution);
+  // Destroy only after the gRPC server's Wait: every Stream has then ended
+  // and been removed (RemoveStream, from its reactor's OnDone).
+  ~DedupService() override;
 
   // Makes Topology name each shard's leader (a replicated cluster). Call
   // before serving; `replicator` must outlive the service.

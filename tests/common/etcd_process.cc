@@ -70,7 +70,6 @@ EtcdProcess::EtcdProcess(std::string dir, std::string host, int client_port, int
                          const EtcdTlsFiles* tls)
     : dir_(std::move(dir)),
       host_(std::move(host)),
-      client_port_(client_port),
       peer_port_(peer_port),
       tls_(tls != nullptr ? std::optional<EtcdTlsFiles>(*tls) : std::nullopt),
       endpoint_(absl::StrCat(host_, ":", client_port)),

@@ -66,7 +66,6 @@ class EtcdProcess {
   // Constant after construction.
   const std::string dir_;
   const std::string host_;
-  const int client_port_;
   const int peer_port_;
   const std::optional<EtcdTlsFiles> tls_;
   const std::string endpoint_;
