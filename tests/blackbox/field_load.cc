@@ -97,6 +97,51 @@ std::string FirstLines(const std::vector<std::string>& lines, size_t n) {
   return text;
 }
 
+std::string AwaitAllApplied(const ReplicatedCluster& cluster, absl::Duration timeout,
+                            uint64_t* entries_in_logs) {
+  const absl::Time give_up = absl::Now() + timeout;
+  std::string behind;
+  do {
+    behind.clear();
+    uint64_t entries = 0;
+    const TopologyAnswers answers = cluster.AskTopology();
+    const std::vector<Leadership> leaders = LeadersOf(answers, cluster.shards());
+    for (uint32_t shard = 0; shard < leaders.size() && behind.empty(); ++shard) {
+      if (leaders[shard].node < 0 || !answers[leaders[shard].node].has_value()) {
+        behind = absl::StrCat("shard ", shard, " has no leader that answers");
+        break;
+      }
+      for (const v1::ShardLeader& led : answers[leaders[shard].node]->leaders()) {
+        if (led.shard() != shard) continue;
+        const uint64_t last = led.replicas_size() > 0 ? led.replicas(0).last_seq() : 0;
+        entries += last;
+        if (led.replicas_size() != 3) behind = led.ShortDebugString();
+        for (const v1::ReplicaStatus& replica : led.replicas()) {
+          if (replica.last_seq() != last || replica.applied_seq() != last) {
+            behind = absl::StrCat("shard ", shard, ": ", led.ShortDebugString());
+          }
+        }
+      }
+    }
+    if (entries_in_logs != nullptr) *entries_in_logs = entries;
+    if (!behind.empty()) absl::SleepFor(absl::Milliseconds(100));
+  } while (!behind.empty() && absl::Now() < give_up);
+  return behind;
+}
+
+std::vector<std::string> ProbeKeys(uint32_t shards, const std::string& prefix) {
+  std::vector<std::string> keys(shards);
+  for (int i = 0, found = 0; found < static_cast<int>(shards); ++i) {
+    const std::string key = absl::StrCat(prefix, i);
+    std::string& slot = keys[storage::ShardOf(kPaymentNs, key, shards)];
+    if (slot.empty()) {
+      slot = key;
+      ++found;
+    }
+  }
+  return keys;
+}
+
 void FieldExperimentTest::StartCluster(ReplicatedClusterOptions options, int client_nodes,
                                        absl::Duration first_election) {
   auto cluster = ReplicatedCluster::Start(dir_.path(), options);

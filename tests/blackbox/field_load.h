@@ -94,6 +94,17 @@ std::vector<std::string> LateAcquisitions(const std::vector<test::HistoryOp>& op
 // The first `n` of `lines`, one per line, then how many were left out.
 std::string FirstLines(const std::vector<std::string>& lines, size_t n = 20);
 
+// Waits up to `timeout` until every replica of every shard (three each)
+// has applied its leader's whole log; what is not then, "" when all are.
+// `entries_in_logs`: the entries of every shard's log, as its leader holds
+// them, at the last look.
+std::string AwaitAllApplied(const ReplicatedCluster& cluster, absl::Duration timeout,
+                            uint64_t* entries_in_logs = nullptr);
+
+// A key of kPaymentNs in each shard, in shard order, each `prefix` and a
+// number: for reaching one shard at a time.
+std::vector<std::string> ProbeKeys(uint32_t shards, const std::string& prefix = "probe-");
+
 // A test of a replicated cluster under the field experiment: a cluster in
 // a fresh directory, a client of it, and the history of every guard run.
 class FieldExperimentTest : public ::testing::Test {

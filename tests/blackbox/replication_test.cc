@@ -354,33 +354,8 @@ TEST_F(ReplicationTest, FollowersApplyEveryCommittedEntryOnceTheWritesStop) {
       examples::RunPaymentPipeline(client_.get(), Payments("apply", 300));
   ExpectEveryPaymentChargedOnce({report});
 
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  std::string behind;
   uint64_t entries_in_logs = 0;  // Over the shards, as their leaders hold them.
-  do {
-    behind.clear();
-    entries_in_logs = 0;
-    const TopologyAnswers answers = cluster_->AskTopology();
-    const std::vector<Leadership> leaders = LeadersOf(answers, cluster_->shards());
-    for (uint32_t shard = 0; shard < leaders.size() && behind.empty(); ++shard) {
-      if (leaders[shard].node < 0 || !answers[leaders[shard].node].has_value()) {
-        behind = absl::StrCat("shard ", shard, " has no leader that answers");
-        break;
-      }
-      for (const v1::ShardLeader& led : answers[leaders[shard].node]->leaders()) {
-        if (led.shard() != shard) continue;
-        const uint64_t last = led.replicas_size() > 0 ? led.replicas(0).last_seq() : 0;
-        entries_in_logs += last;
-        if (led.replicas_size() != 3) behind = led.ShortDebugString();
-        for (const v1::ReplicaStatus& replica : led.replicas()) {
-          if (replica.last_seq() != last || replica.applied_seq() != last) {
-            behind = absl::StrCat("shard ", shard, ": ", led.ShortDebugString());
-          }
-        }
-      }
-    }
-    if (!behind.empty()) absl::SleepFor(absl::Milliseconds(100));
-  } while (!behind.empty() && absl::Now() < give_up);
+  const std::string behind = AwaitAllApplied(*cluster_, absl::Seconds(10), &entries_in_logs);
   EXPECT_EQ(behind, "") << "a replica has not applied its whole log 10 s after the writes";
 
   // The leaders count what they ship: every entry of the logs went to
@@ -444,20 +419,6 @@ TEST_F(ReplicationTest, RollingRestartUnderLoadFailsNoCall) {
             << absl::FormatDuration(p99) << ", max " << absl::FormatDuration(slowest) << "\n";
   RecordProperty("roll_calls", static_cast<int>(latencies.size()));
   RecordProperty("roll_p99_us", static_cast<int>(absl::ToInt64Microseconds(p99)));
-}
-
-// A key of each shard, for reading one shard at a time.
-std::vector<std::string> ProbeKeys(uint32_t shards) {
-  std::vector<std::string> keys(shards);
-  for (int i = 0, found = 0; found < static_cast<int>(shards); ++i) {
-    const std::string key = absl::StrCat("probe-", i);
-    std::string& slot = keys[storage::ShardOf(kPaymentNs, key, shards)];
-    if (slot.empty()) {
-      slot = key;
-      ++found;
-    }
-  }
-  return keys;
 }
 
 // How each node answers a Query of `key` now.
