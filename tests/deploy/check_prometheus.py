@@ -564,7 +564,10 @@ def main():
             note("not root or no loop device: the volume alert is not checked")
         report, load_start, load_end = run_load(args, cluster)
         step_counters(prom, report, dashboard, load_start, load_end)
-        step_panels(prom, dashboard, load_end)
+        # Three scrapes after the load: a series the load's last call
+        # created has two samples in the panels' rate window by then, and
+        # one its first call created is still in it.
+        step_panels(prom, dashboard, load_end + 3 * SCRAPE_SECONDS)
         step_lost_replica(prom, cluster)
     except Fatal as e:
         check(False, "the check ran to the end", str(e))
