@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -89,47 +90,47 @@ grpc::Status DedupService::SubmitBatch(const Caller& caller,
                                        BatchAnswer answer) {
   const TenantQuota::TaskStart start =
       tenants_.StartTask(caller.tenant, request->operations_size());
-  // Inline on a replicated node: the log append waits for no disk, in
-  // either durability (server_settings.cc).
-  if (replicator_ != nullptr && execution_ == Execution::kInline &&
-      start != TenantQuota::TaskStart::kRefused && start != TenantQuota::TaskStart::kBeyondShare &&
-      !store_->WritesStalled()) {
-    auto prepared = std::make_shared<PreparedBatch>(PrepareBatch(*request, caller));
-    const bool started =
-        store_->TryApplyAsync(prepared->valid, limits_.max_batch_answer_bytes,
-                              [this, tenant = caller.tenant, request, prepared,
-                               answer](std::vector<absl::StatusOr<storage::OpResult>> applied) {
-                                v1::BatchResponse response;
-                                const std::string ns = FinishBatch(*request, prepared.get(),
-                                                                   std::move(applied), &response);
-                                TaskSlot slot(this, tenant, /*yielding=*/false);
-                                slot.Answer([answer, response = std::move(response), ns]() mutable {
+  std::shared_ptr<PreparedBatch> prepared;
+  if (AppendsOnReadingThread(start)) {
+    prepared = std::make_shared<PreparedBatch>(PrepareBatch(*request, caller));
+    if (TryApplyOnReadingThread(caller, prepared->valid, limits_.max_batch_answer_bytes,
+                                [this, request, prepared, answer](Applied applied) {
+                                  v1::BatchResponse response;
+                                  const std::string ns = FinishBatch(*request, prepared.get(),
+                                                                     std::move(applied), &response);
                                   answer(std::move(response), ns);
-                                });
-                              });
-    if (started) return grpc::Status::OK;
-    // Another call holds one of its keys: its turn comes on a worker, where
-    // it may wait.
-    auto task = [this, caller, request, prepared, answer](TaskSlot& slot) {
-      std::vector<absl::StatusOr<storage::OpResult>> applied;
-      if (!prepared->valid.empty()) {
-        applied = store_->Apply(prepared->valid, limits_.max_batch_answer_bytes);
-      }
-      v1::BatchResponse response;
-      const std::string ns = FinishBatch(*request, prepared.get(), std::move(applied), &response);
-      slot.Answer([answer, response = std::move(response), ns]() mutable {
-        answer(std::move(response), ns);
-      });
-    };
-    return Run(caller, start, std::move(task));
+                                })) {
+      return grpc::Status::OK;
+    }
   }
-  return Run(caller, start, [this, caller, request, answer](TaskSlot& slot) {
+  return Run(caller, start, [this, caller, request, prepared, answer](TaskSlot& slot) {
     v1::BatchResponse response;
-    const std::string ns = ExecuteBatch(*request, caller, &response);
+    const std::string ns = prepared != nullptr ? ApplyPrepared(*request, prepared.get(), &response)
+                                               : ExecuteBatch(*request, caller, &response);
     slot.Answer([answer, response = std::move(response), ns]() mutable {
       answer(std::move(response), ns);
     });
   });
+}
+
+bool DedupService::AppendsOnReadingThread(TenantQuota::TaskStart start) const {
+  // The log append waits for no disk, in either durability
+  // (server_settings.cc).
+  return replicator_ != nullptr && execution_ == Execution::kInline &&
+         start != TenantQuota::TaskStart::kRefused &&
+         start != TenantQuota::TaskStart::kBeyondShare && !store_->WritesStalled();
+}
+
+bool DedupService::TryApplyOnReadingThread(const Caller& caller,
+                                           absl::Span<const storage::Operation> ops,
+                                           size_t answer_budget_bytes,
+                                           storage::Store::ApplyDone done) {
+  return store_->TryApplyAsync(
+      ops, answer_budget_bytes,
+      [this, tenant = caller.tenant, done = std::move(done)](Applied applied) mutable {
+        TaskSlot slot(this, tenant, /*yielding=*/false);
+        slot.Answer([&done, &applied] { std::move(done)(std::move(applied)); });
+      });
 }
 
 grpc::Status DedupService::Run(const Caller& caller, TenantQuota::TaskStart start,
@@ -145,8 +146,8 @@ grpc::Status DedupService::Run(const Caller& caller, TenantQuota::TaskStart star
   // it takes little of the CPU that other tenants' calls want
   // (design.md §10).
   const bool yielding = start == TenantQuota::TaskStart::kBeyondShare;
-  // A replicated node's calls wait for their followers: only Stream
-  // batches run without a worker there (SubmitBatch).
+  // A replicated node's calls wait for their followers: there, only the
+  // calls AppendsOnReadingThread admits run without a worker.
   if (execution_ == Execution::kInline && replicator_ == nullptr && !yielding &&
       !store_->WritesStalled()) {
     TaskSlot slot(this, caller.tenant, /*yielding=*/false);
@@ -326,19 +327,30 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
     return reactor;
   }
   storage::SetIdentity(&*op, caller->identity);
-  const grpc::Status queued = Submit(
-      *caller, 1, [this, context, response, fill, finish, op = std::move(*op)](TaskSlot& slot) {
+  auto shared_op = std::make_shared<const storage::Operation>(std::move(*op));
+  auto answered = [this, shared_op, response, fill,
+                   finish](absl::StatusOr<storage::OpResult> result) {
+    NoteResult(*shared_op, result);
+    if (result.ok()) fill(*result, response);
+    FinishAfterSync(ToGrpcStatus(result.status()), finish);
+  };
+  const TenantQuota::TaskStart started = tenants_.StartTask(caller->tenant, 1);
+  if (AppendsOnReadingThread(started) &&
+      TryApplyOnReadingThread(
+          *caller, absl::MakeConstSpan(shared_op.get(), 1), std::numeric_limits<size_t>::max(),
+          [answered](Applied applied) { answered(std::move(applied.front())); })) {
+    return reactor;
+  }
+  const grpc::Status queued =
+      Run(*caller, started, [this, context, shared_op, finish, answered](TaskSlot& slot) {
         if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
           // Nobody waits for the answer: storage is spared.
           slot.Answer([finish, abandoned] { finish(abandoned); });
           return;
         }
-        absl::StatusOr<storage::OpResult> result = store_->Apply(op);
-        NoteResult(op, result);
-        if (result.ok()) fill(*result, response);
-        slot.Answer([this, status = ToGrpcStatus(result.status()), finish] {
-          FinishAfterSync(status, finish);
-        });
+        absl::StatusOr<storage::OpResult> result = store_->Apply(*shared_op);
+        slot.Answer(
+            [answered, result = std::move(result)]() mutable { answered(std::move(result)); });
       });
   if (!queued.ok()) finish(queued);
   return reactor;
@@ -392,25 +404,44 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
     finish("", ToGrpcStatus(admitted));
     return reactor;
   }
+  // gRPC frees the answer once it is sent.
+  auto answered = [this, response, finish](const std::string& ns) {
+    if (memory_release_ != nullptr) {
+      if (const uint64_t bytes = response->ByteSizeLong(); bytes >= kLargeAnswerBytes) {
+        memory_release_->Freed(bytes);
+      }
+    }
+    FinishAfterSync(grpc::Status::OK,
+                    [finish, ns](const grpc::Status& status) { finish(ns, status); });
+  };
+  const TenantQuota::TaskStart started =
+      tenants_.StartTask(caller->tenant, request->operations_size());
+  std::shared_ptr<PreparedBatch> prepared;
+  if (AppendsOnReadingThread(started)) {
+    prepared = std::make_shared<PreparedBatch>(PrepareBatch(*request, *caller));
+    if (TryApplyOnReadingThread(*caller, prepared->valid, limits_.max_batch_answer_bytes,
+                                [this, request, response, prepared, answered](Applied applied) {
+                                  answered(FinishBatch(*request, prepared.get(), std::move(applied),
+                                                       response));
+                                })) {
+      return reactor;
+    }
+  }
   const grpc::Status queued =
-      Submit(*caller, request->operations_size(),
-             [this, context, request, response, finish, caller = *caller](TaskSlot& slot) {
-               if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
-                 slot.Answer([finish, abandoned] { finish("", abandoned); });
-                 return;
-               }
-               const std::string ns = ExecuteBatch(*request, caller, response);
-               // gRPC frees the answer once it is sent.
-               if (memory_release_ != nullptr) {
-                 if (const uint64_t bytes = response->ByteSizeLong(); bytes >= kLargeAnswerBytes) {
-                   memory_release_->Freed(bytes);
-                 }
-               }
-               slot.Answer([this, finish, ns] {
-                 FinishAfterSync(grpc::Status::OK,
-                                 [finish, ns](const grpc::Status& status) { finish(ns, status); });
-               });
-             });
+      Run(*caller, started,
+          [this, context, request, response, prepared, answered, finish,
+           caller = *caller](TaskSlot& slot) {
+            if (grpc::Status abandoned = AbandonedStatus(context); !abandoned.ok()) {
+              slot.Answer([finish, abandoned] { finish("", abandoned); });
+              return;
+            }
+            // Authorized and translated already when it was prepared: not
+            // again, so that no refusal is counted twice.
+            const std::string ns = prepared != nullptr
+                                       ? ApplyPrepared(*request, prepared.get(), response)
+                                       : ExecuteBatch(*request, caller, response);
+            slot.Answer([answered, ns] { answered(ns); });
+          });
   if (!queued.ok()) finish("", queued);
   return reactor;
 }
@@ -418,11 +449,16 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
 std::string DedupService::ExecuteBatch(const v1::BatchRequest& request, const Caller& caller,
                                        v1::BatchResponse* response) {
   PreparedBatch prepared = PrepareBatch(request, caller);
+  return ApplyPrepared(request, &prepared, response);
+}
+
+std::string DedupService::ApplyPrepared(const v1::BatchRequest& request, PreparedBatch* prepared,
+                                        v1::BatchResponse* response) {
   std::vector<absl::StatusOr<storage::OpResult>> applied;
-  if (!prepared.valid.empty()) {
-    applied = store_->Apply(prepared.valid, limits_.max_batch_answer_bytes);
+  if (!prepared->valid.empty()) {
+    applied = store_->Apply(prepared->valid, limits_.max_batch_answer_bytes);
   }
-  return FinishBatch(request, &prepared, std::move(applied), response);
+  return FinishBatch(request, prepared, std::move(applied), response);
 }
 
 DedupService::PreparedBatch DedupService::PrepareBatch(const v1::BatchRequest& request,

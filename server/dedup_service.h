@@ -104,14 +104,11 @@ class DedupService final : public v1::Dedup::CallbackService {
 
   // Runs a Stream batch of `caller` as ExecuteBatch does and calls
   // `answer` with its response and latency label, on a thread that may
-  // call into gRPC, once the tenant's slot is given back. On a replicated
-  // node in inline execution (buffered durability), a batch within its
-  // tenant's share is decided and appended on this thread and answered by
-  // the replication thread that sees its commit, so that no thread waits
-  // for the followers; it goes to a worker when another call holds one of
-  // its keys (which may be waiting for its own commit) and while RocksDB
-  // stalls writes. Otherwise as Submit. On
-  // refusal, the status to answer, and `answer` is never called.
+  // call into gRPC, once the tenant's slot is given back. Where
+  // AppendsOnReadingThread admits it, it is decided and appended on this
+  // thread and answered by the replication thread that sees its commit;
+  // otherwise as Submit. On refusal, the status to answer, and `answer`
+  // is never called.
   using BatchAnswer = std::function<void(v1::BatchResponse, std::string)>;
   grpc::Status SubmitBatch(const Caller& caller, std::shared_ptr<const v1::BatchRequest> request,
                            BatchAnswer answer);
@@ -224,12 +221,30 @@ class DedupService final : public v1::Dedup::CallbackService {
     std::vector<int> positions;  // Of `valid` in the request.
   };
   PreparedBatch PrepareBatch(const v1::BatchRequest& request, const Caller& caller);
+  // Applies a prepared batch (where a thread may wait) and finishes it.
+  std::string ApplyPrepared(const v1::BatchRequest& request, PreparedBatch* prepared,
+                            v1::BatchResponse* response);
   std::string FinishBatch(const v1::BatchRequest& request, PreparedBatch* prepared,
                           std::vector<absl::StatusOr<storage::OpResult>> applied,
                           v1::BatchResponse* response);
   // Submit, for a task whose tenant has started it (TenantQuota::StartTask).
   grpc::Status Run(const Caller& caller, TenantQuota::TaskStart start,
                    std::function<void(TaskSlot&)> task);
+  // Whether a call whose tenant started it as `start` is decided and
+  // appended on the gRPC thread that read it, and answered by the
+  // replication thread that sees its commit, so that no thread waits for
+  // the followers: on a replicated node in inline execution, within the
+  // tenant's share, while RocksDB does not stall writes. Otherwise it goes
+  // to Run.
+  bool AppendsOnReadingThread(TenantQuota::TaskStart start) const;
+  // Store::TryApplyAsync for such a call: `done` gets the answers of
+  // `ops` once the tenant's slot is given back, on a thread that may call
+  // into gRPC. Returns false, having done nothing, when another call holds
+  // one of its keys (it may be waiting for its own commit): the call then
+  // goes to a worker (Run, with the same start), where it may wait.
+  using Applied = std::vector<absl::StatusOr<storage::OpResult>>;
+  bool TryApplyOnReadingThread(const Caller& caller, absl::Span<const storage::Operation> ops,
+                               size_t answer_budget_bytes, storage::Store::ApplyDone done);
 
   // Metrics and notable-event logs of one storage answer (or refusal).
   void NoteResult(const storage::Operation& op, const absl::StatusOr<storage::OpResult>& result);
