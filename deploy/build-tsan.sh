@@ -13,7 +13,9 @@
 #       fails if any process reported. Those tests hold a cluster to
 #       timings (2 s leases, a retry budget) that a TSan build, several
 #       times slower, may miss: their failures are printed but the verdict
-#       is the reports'.
+#       is the reports'. Without a filter, two tests at 4 shards run again
+#       with TSan's lock-order detector on (off in the first pass, see
+#       below).
 # The race tests: the concurrency tests of the store, ConcurrentClaim* and
 # Stream* of the server, and the client with and without coalescing
 # (CoalescedAndUnary/*, but Scan: see the suppressions) with its scheduler.
@@ -86,18 +88,27 @@ case "${1:-}" in
 esac
 if [ "$mode" = "replicated" ]; then
   filter="${1:-ReplicationTest.*:ElasticTest.*}"
+  # A second pass checks lock order, with tests whose clusters have 4
+  # shards (the harness's default): see detect_deadlocks below.
+  order_filter="ReplicationTest.LeaderCrash*:ReplicationTest.RollingRestart*"
   reports="$(mktemp -d "${TMPDIR:-/tmp}/tsan-replicated.XXXXXX")"
-  # exitcode=0: a node that reported still exits as the tests expect; the
-  # reports decide. The test binary writes its own reports there too.
-  # detect_deadlocks=0: a write round at 1,024 shards holds the mutexes of
-  # every shard in it at once, in shard order (ReplicationLog::AppendAll,
-  # ApplyAll, Replicator::TakeShip), and TSan's lock-order detector stops
-  # the process with a CHECK failure past 64 held locks. Lock order is
-  # still checked in the race tests of the unit binaries, at few shards.
-  export TSAN_OPTIONS="halt_on_error=0 exitcode=0 detect_deadlocks=0 second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=$PWD/tests/tsan_suppressions.txt log_path=$reports/tsan"
-  echo "== $filter of replication_test against the TSan dedupd (reports in $reports)"
   tests_status=0
-  "$build_dir/tests/blackbox/replication_test" --gtest_filter="$filter" || tests_status=$?
+  replicated_pass() {
+    local pass_filter="$1" deadlocks="$2"
+    # exitcode=0: a node that reported still exits as the tests expect;
+    # the reports decide. The test binary writes its own reports there too.
+    # detect_deadlocks=0 in the first pass: a write round at 1,024 shards
+    # holds the mutexes of every shard in it at once, in shard order
+    # (ReplicationLog::AppendAll, ApplyAll, Replicator::TakeShip), and
+    # TSan's lock-order detector stops the process with a CHECK failure
+    # past 64 held locks. The second pass, at 4 shards, keeps it on, as
+    # do the race tests of the unit binaries.
+    export TSAN_OPTIONS="halt_on_error=0 exitcode=0 detect_deadlocks=$deadlocks second_deadlock_stack=1 ignore_noninstrumented_modules=1 suppressions=$PWD/tests/tsan_suppressions.txt log_path=$reports/tsan"
+    echo "== $pass_filter of replication_test against the TSan dedupd, detect_deadlocks=$deadlocks (reports in $reports)"
+    "$build_dir/tests/blackbox/replication_test" --gtest_filter="$pass_filter" || tests_status=$?
+  }
+  replicated_pass "$filter" 0
+  [ -n "${1:-}" ] || replicated_pass "$order_filter" 1
   found="$(find "$reports" -type f | wc -l)"
   if [ "$found" -gt 0 ]; then
     echo "TSan reports from $found process(es):"
