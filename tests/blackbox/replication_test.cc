@@ -42,6 +42,16 @@ namespace {
 
 class ReplicationTest : public FieldExperimentTest {
  protected:
+  // Writes `text` as the nodes' config file in `dir` and returns the flag
+  // that names it.
+  static std::string ConfigFlag(const test::TempDir& dir, const std::string& text) {
+    const std::string path = dir.Sub("dedupd.textproto");
+    std::ofstream out(path);
+    out << text;
+    EXPECT_TRUE(out.good()) << path;
+    return "--config=" + path;
+  }
+
   // Kills the node leading the most shards and waits until every shard is
   // led again; returns the node.
   int KillBusiestLeader() {
@@ -296,14 +306,8 @@ TEST_F(ReplicationTest, FollowerWithALostVolumeReseedsAndTheLeaderCanThenDie) {
 // includes it.
 TEST_F(ReplicationTest, FollowerFarBehindCatchesUpUnderTheSmallestMessageLimit) {
   test::TempDir config_dir;
-  const std::string config = config_dir.Sub("small-messages.textproto");
-  {
-    std::ofstream out(config);
-    out << "limits { max_receive_message_bytes: 65536 }\n";
-    ASSERT_TRUE(out.good()) << config;
-  }
   ReplicatedClusterOptions options;
-  options.extra_flags = {"--config=" + config};
+  options.extra_flags = {ConfigFlag(config_dir, "limits { max_receive_message_bytes: 65536 }\n")};
   ASSERT_NO_FATAL_FAILURE(StartCluster(options));
 
   const std::vector<Leadership> leaders = cluster_->Leaders();
@@ -398,15 +402,9 @@ TEST_F(ReplicationTest, FollowersApplyEveryCommittedEntryOnceTheWritesStop) {
 // their keys' stripes go to the worker, and those are rare.
 TEST_F(ReplicationTest, UnaryCallsAndBatchesWaitForTheirCommitWithoutAWorker) {
   test::TempDir config_dir;
-  const std::string config = config_dir.Sub("one-worker.textproto");
-  {
-    std::ofstream out(config);
-    out << "workers: 1\nlimits { max_queued_tasks: 4 }\n";
-    ASSERT_TRUE(out.good()) << config;
-  }
   ReplicatedClusterOptions options;
   options.shards = 1024;
-  options.extra_flags = {"--config=" + config};
+  options.extra_flags = {ConfigFlag(config_dir, "workers: 1\nlimits { max_queued_tasks: 4 }\n")};
   ASSERT_NO_FATAL_FAILURE(StartCluster(options));
   const absl::Status replicated = cluster_->WaitForFullReplication(kCatchUp);
   ASSERT_TRUE(replicated.ok()) << replicated;
