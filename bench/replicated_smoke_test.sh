@@ -6,7 +6,7 @@
 # run without errors at no more than the paced rate (and not far below it);
 # the cluster's leaders must have shipped calls carrying entries, and more
 # bytes than the logged writes within them, the single node nothing; and
-# the printed summary must name the pace, the calls per claim and the bytes. A bad flag exits 2. (That every entry is shipped to both followers
+# the printed summary must name the pace, the calls per claim and the bytes. A bad flag exits 2, and so does an --api that is neither client nor unary. (That every entry is shipped to both followers
 # is ReplicationTest.FollowersApplyEveryCommittedEntryOnceTheWritesStop's.)
 #   bench/replicated_smoke_test.sh BUILD_DIR
 set -euo pipefail
@@ -18,6 +18,9 @@ trap 'rm -rf "$out"' EXIT
 code=0
 bench/replicated --callers=x --bogus >/dev/null 2>&1 || code=$?
 [ "$code" -eq 2 ] || { echo "FAIL: an unknown flag exited $code, not 2" >&2; exit 1; }
+code=0
+bench/replicated --api=batch >/dev/null 2>&1 || code=$?
+[ "$code" -eq 2 ] || { echo "FAIL: --api=batch (no leader routing) exited $code, not 2" >&2; exit 1; }
 
 bench/replicated --build_dir="$build_dir" --durability=buffered --repeats=1 --duration=2 \
   --warmup=1 --callers=8 --rate=100 --out="$out/rows.jsonl" >"$out/summary.txt" 2>"$out/progress.txt" || {
