@@ -6,8 +6,14 @@
 # run without errors at no more than the paced rate (and not far below it);
 # the cluster's leaders must have shipped calls carrying entries, and more
 # bytes than the logged writes within them, the single node nothing; and
-# the printed summary must name the pace, the calls per claim and the bytes. A bad flag exits 2, and so does an --api that is neither client nor unary. (That every entry is shipped to both followers
-# is ReplicationTest.FollowersApplyEveryCommittedEntryOnceTheWritesStop's.)
+# the printed summary must name the pace, the calls per claim and the
+# bytes. Three nodes with replication_factor=1, and the gRPC floor in the
+# rf=3 shape (dedup_transport_floor as three nodes, each shipping to the
+# other two), serve the same pace without errors, each of their processes
+# busy. A bad flag exits 2, and so does an --api that is neither client
+# nor unary, or --api=unary with a floor. (That every entry is shipped to
+# both followers is
+# ReplicationTest.FollowersApplyEveryCommittedEntryOnceTheWritesStop's.)
 #   bench/replicated_smoke_test.sh BUILD_DIR
 set -euo pipefail
 build_dir="${1:?usage: replicated_smoke_test.sh BUILD_DIR}"
@@ -21,9 +27,12 @@ bench/replicated --callers=x --bogus >/dev/null 2>&1 || code=$?
 code=0
 bench/replicated --api=batch >/dev/null 2>&1 || code=$?
 [ "$code" -eq 2 ] || { echo "FAIL: --api=batch (no leader routing) exited $code, not 2" >&2; exit 1; }
+code=0
+bench/replicated --api=unary --systems=floor3 >/dev/null 2>&1 || code=$?
+[ "$code" -eq 2 ] || { echo "FAIL: --api=unary with a gRPC floor exited $code, not 2" >&2; exit 1; }
 
 bench/replicated --build_dir="$build_dir" --durability=buffered --repeats=1 --duration=2 \
-  --warmup=1 --callers=8 --rate=100 --out="$out/rows.jsonl" >"$out/summary.txt" 2>"$out/progress.txt" || {
+  --warmup=1 --callers=8 --rate=100 --systems=single,sharded3,rf3,floor3 --out="$out/rows.jsonl" >"$out/summary.txt" 2>"$out/progress.txt" || {
   echo "FAIL: bench/replicated exited non-zero" >&2
   cat "$out/progress.txt" "$out/summary.txt" >&2
   exit 1
@@ -35,9 +44,11 @@ rows = {json.loads(line)["system"]: json.loads(line) for line in open(sys.argv[1
 summary = open(sys.argv[2]).read()
 problems = []
 single, cluster = rows.get("single node buffered"), rows.get("rf=3 (3 nodes) buffered")
-if single is None or cluster is None:
-    sys.exit(f"FAIL: expected a single-node and an rf=3 row, got {sorted(rows)}")
-for name, row in (("single node", single), ("rf=3", cluster)):
+floor, sharded = rows.get("gRPC floor, 3 nodes"), rows.get("3 nodes, rf=1 buffered")
+if single is None or cluster is None or floor is None or sharded is None:
+    sys.exit(f"FAIL: expected single-node, rf=3, rf=1 and floor rows, got {sorted(rows)}")
+for name, row in (("single node", single), ("rf=3", cluster), ("rf=3 floor", floor),
+                  ("rf=1", sharded)):
     if row["errors"] != 0:
         problems.append(f"{name}: {row['errors']} errors")
     # Paced to 100 claims/s: above it the pace was ignored; far below it,
@@ -57,6 +68,13 @@ if cluster["shipped_bytes"] < cluster["shipped_entry_bytes"] or cluster["shipped
 if ("paced to 100 claims/s" not in summary or "replication calls per claim" not in summary
         or "bytes shipped to each follower" not in summary):
     problems.append("the summary lacks the pace, the calls per claim or the bytes shipped")
+# The floor's leader answers only once a follower answered its Ship: its
+# three processes all worked.
+# So did the three nodes of rf=1, the client library sending each key to
+# its shard's node.
+for name, row in (("rf=3 floor", floor), ("rf=1", sharded)):
+    if len(row["node_cpu_us_per_claim"]) != 3 or min(row["node_cpu_us_per_claim"]) <= 0:
+        problems.append(f"{name}: CPU by process {row['node_cpu_us_per_claim']}")
 if problems:
     sys.exit("FAIL: " + "; ".join(problems))
 print("bench/replicated smoke: ok")
