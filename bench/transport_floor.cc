@@ -72,8 +72,11 @@ ABSL_FLAG(std::vector<std::string>, nodes, {},
 ABSL_FLAG(int, index, 0, "--nodes: this node's place in --nodes (its own address).");
 ABSL_FLAG(int, shards, 1024, "--nodes: shards of the map the client library routes by.");
 ABSL_FLAG(std::string, transport, "unary",
-          "--nodes: how a node ships to another: unary (one Replication/Ship call per round, "
-          "as dedupd) or stream (one bidirectional stream per peer, a message per round).");
+          "--nodes: how a node ships to another: unary (a thread per peer, one blocking "
+          "Replication/Ship call per round, as dedupd), stream (a thread per peer, one "
+          "bidirectional stream, a message per round) or callback (no thread per peer: unary "
+          "calls started by the thread that appends or by gRPC's thread that takes the last "
+          "answer).");
 ABSL_FLAG(bool, ship, true,
           "--nodes: replicate before answering (false: answer at once, which shows what the "
           "client's routing over the nodes alone costs).");
@@ -186,25 +189,40 @@ class ShipStream {
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
 };
 
+// How a node ships to another (--transport).
+enum class Transport {
+  kUnary,     // A thread per peer, blocking in one Replication/Ship call at a time.
+  kStream,    // A thread per peer, blocking on one bidirectional stream.
+  kCallback,  // No thread per peer: a call starts on the thread that appends,
+              // when none is out to the peer, and the next on gRPC's thread
+              // that takes the answer.
+};
+
 // A leader's side of replication, without storage: the entries not yet
-// held by both followers, one thread per follower shipping them, and the
-// calls waiting for a follower to hold theirs.
+// held by both followers, their shipping, and the calls waiting for a
+// follower to hold theirs.
 class Replicator {
  public:
-  Replicator(const std::vector<std::string>& followers, uint32_t shards, bool stream)
-      : shards_(shards) {
+  Replicator(const std::vector<std::string>& followers, uint32_t shards, Transport transport)
+      : shards_(shards), transport_(transport) {
     for (const std::string& address : followers) {
       auto peer = std::make_unique<Peer>();
       std::shared_ptr<grpc::Channel> channel =
           grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-      if (stream) {
+      if (transport_ == Transport::kStream) {
         peer->stream = std::make_unique<ShipStream>(channel);
       } else {
         peer->stub = dedup::replication::v1::Replication::NewStub(channel);
       }
       peers_.push_back(std::move(peer));
     }
-    for (auto& peer : peers_) peer->thread = std::thread([this, p = peer.get()] { ShipLoop(p); });
+    if (transport_ == Transport::kCallback) {
+      retry_ = std::thread([this] { RetryLoop(); });
+    } else {
+      for (auto& peer : peers_) {
+        peer->thread = std::thread([this, p = peer.get()] { ShipLoop(p); });
+      }
+    }
   }
 
   // Stops shipping and runs every waiting call's `done`, so that each call
@@ -212,35 +230,51 @@ class Replicator {
   ~Replicator() {
     std::vector<std::function<void()>> done;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       stopping_ = true;
+      wake_.notify_all();
+      stopped_.notify_all();
+      // Callback shipping: until no call is out.
+      stopped_.wait(lock, [&] { return calls_out_ == 0; });
       for (Waiting& waiting : waiting_) done.push_back(std::move(waiting.done));
       waiting_.clear();
     }
-    wake_.notify_all();
-    for (auto& peer : peers_) peer->thread.join();
+    for (auto& peer : peers_) {
+      if (peer->thread.joinable()) peer->thread.join();
+    }
+    if (retry_.joinable()) retry_.join();
     for (auto& call : done) call();
   }
 
-  // Logs one entry per operation, in its key's shard, and runs `done` on a
-  // shipping thread once a follower holds them all.
+  // Logs one entry per operation, in its key's shard, and runs `done` once
+  // a follower holds them all.
   void Replicate(const BatchRequest& request, std::function<void()> done) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const dedup::v1::Operation& operation : request.operations()) {
-      const std::string& key =
-          operation.has_complete() ? operation.complete().key() : operation.claim().key();
-      LogEntry entry;
-      entry.seq = ++last_seq_;
-      const std::string& ns = operation.has_complete() ? operation.complete().namespace_()
-                                                       : operation.claim().namespace_();
-      entry.shard = dedup::storage::ShardOf(ns, key, shards_);
-      // About a logged write's size: the operation and a record's worth more.
-      entry.bytes = operation.SerializeAsString();
-      entry.bytes.append(kRecordBytes, 'r');
-      log_.push_back(std::move(entry));
+    std::vector<std::unique_ptr<Call>> calls;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const dedup::v1::Operation& operation : request.operations()) {
+        const std::string& key =
+            operation.has_complete() ? operation.complete().key() : operation.claim().key();
+        LogEntry entry;
+        entry.seq = ++last_seq_;
+        const std::string& ns = operation.has_complete() ? operation.complete().namespace_()
+                                                         : operation.claim().namespace_();
+        entry.shard = dedup::storage::ShardOf(ns, key, shards_);
+        // About a logged write's size: the operation and a record's worth more.
+        entry.bytes = operation.SerializeAsString();
+        entry.bytes.append(kRecordBytes, 'r');
+        log_.push_back(std::move(entry));
+      }
+      waiting_.push_back({last_seq_, std::move(done)});
+      if (transport_ == Transport::kCallback) {
+        for (auto& peer : peers_) {
+          if (auto call = PrepareCall(peer.get())) calls.push_back(std::move(call));
+        }
+      } else {
+        wake_.notify_all();
+      }
     }
-    waiting_.push_back({last_seq_, std::move(done)});
-    wake_.notify_all();
+    for (auto& call : calls) Start(std::move(call));
   }
 
  private:
@@ -255,15 +289,64 @@ class Replicator {
     std::function<void()> done;
   };
   struct Peer {
-    // --transport=unary: the stub; stream: the stream.
+    // kUnary and kCallback: the stub; kStream: the stream.
     std::unique_ptr<dedup::replication::v1::Replication::Stub> stub;
     std::unique_ptr<ShipStream> stream;
-    uint64_t held = 0;  // The follower holds every entry through here.
-    std::thread thread;
+    uint64_t held = 0;       // The follower holds every entry through here.
+    bool in_flight = false;  // kCallback: a call is out to it.
+    std::thread thread;      // kUnary and kStream.
+  };
+  struct Call {  // kCallback: one call out.
+    Peer* peer = nullptr;
+    grpc::ClientContext context;
+    dedup::replication::v1::ShipRequest request;
+    dedup::replication::v1::ShipResponse response;
+    uint64_t through = 0;
   };
 
-  // One Ship call at a time to `peer`, carrying every entry it lacks,
-  // grouped into one append per shard.
+  // Holding mu_: fills `request` with every entry `peer` lacks, grouped
+  // into one append per shard; returns the last entry's seq.
+  uint64_t TakeRequest(const Peer& peer, dedup::replication::v1::ShipRequest* request) {
+    std::map<uint32_t, dedup::replication::v1::AppendRequest*> appends;
+    for (size_t i = peer.held - trimmed_; i < log_.size(); ++i) {
+      const LogEntry& entry = log_[i];
+      dedup::replication::v1::AppendRequest*& append = appends[entry.shard];
+      if (append == nullptr) {
+        append = request->add_appends();
+        append->set_shard(entry.shard);
+        append->set_epoch(1);
+        append->mutable_prev()->set_epoch(1);
+        append->mutable_prev()->set_seq(entry.seq - 1);
+        append->set_commit_seq(peer.held);
+      }
+      dedup::replication::v1::Entry* shipped = append->add_entries();
+      shipped->set_epoch(1);
+      shipped->set_seq(entry.seq);
+      shipped->set_batch(entry.bytes);
+    }
+    return last_seq_;
+  }
+
+  // Holding mu_: `peer` holds every entry through `through`. Returns the
+  // `done` of the calls now held by a follower, to be run without mu_.
+  std::vector<std::function<void()>> Acknowledge(Peer* peer, uint64_t through) {
+    std::vector<std::function<void()>> done;
+    peer->held = through;
+    uint64_t committed = 0, everywhere = through;
+    for (const auto& each : peers_) {
+      committed = std::max(committed, each->held);
+      everywhere = std::min(everywhere, each->held);
+    }
+    while (!waiting_.empty() && waiting_.front().seq <= committed) {
+      done.push_back(std::move(waiting_.front().done));
+      waiting_.pop_front();
+    }
+    log_.erase(log_.begin(), log_.begin() + static_cast<long>(everywhere - trimmed_));
+    trimmed_ = everywhere;
+    return done;
+  }
+
+  // kUnary and kStream: one Ship at a time to `peer`, on this thread.
   void ShipLoop(Peer* peer) {
     for (;;) {
       dedup::replication::v1::ShipRequest request;
@@ -272,24 +355,7 @@ class Replicator {
         std::unique_lock<std::mutex> lock(mu_);
         wake_.wait(lock, [&] { return stopping_ || last_seq_ > peer->held; });
         if (stopping_) return;
-        std::map<uint32_t, dedup::replication::v1::AppendRequest*> appends;
-        for (size_t i = peer->held - trimmed_; i < log_.size(); ++i) {
-          const LogEntry& entry = log_[i];
-          dedup::replication::v1::AppendRequest*& append = appends[entry.shard];
-          if (append == nullptr) {
-            append = request.add_appends();
-            append->set_shard(entry.shard);
-            append->set_epoch(1);
-            append->mutable_prev()->set_epoch(1);
-            append->mutable_prev()->set_seq(entry.seq - 1);
-            append->set_commit_seq(peer->held);
-          }
-          dedup::replication::v1::Entry* shipped = append->add_entries();
-          shipped->set_epoch(1);
-          shipped->set_seq(entry.seq);
-          shipped->set_batch(entry.bytes);
-        }
-        through = last_seq_;
+        through = TakeRequest(*peer, &request);
       }
       dedup::replication::v1::ShipResponse response;
       grpc::Status status;
@@ -308,32 +374,84 @@ class Replicator {
       std::vector<std::function<void()>> done;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        peer->held = through;
-        uint64_t committed = 0, everywhere = through;
-        for (const auto& each : peers_) {
-          committed = std::max(committed, each->held);
-          everywhere = std::min(everywhere, each->held);
-        }
-        while (!waiting_.empty() && waiting_.front().seq <= committed) {
-          done.push_back(std::move(waiting_.front().done));
-          waiting_.pop_front();
-        }
-        log_.erase(log_.begin(), log_.begin() + static_cast<long>(everywhere - trimmed_));
-        trimmed_ = everywhere;
+        done = Acknowledge(peer, through);
       }
       for (auto& call : done) call();
     }
   }
 
+  // kCallback, holding mu_: the next call to `peer`, if none is out and it
+  // lacks entries.
+  std::unique_ptr<Call> PrepareCall(Peer* peer) {
+    if (stopping_ || peer->in_flight || last_seq_ <= peer->held) return nullptr;
+    auto call = std::make_unique<Call>();
+    call->peer = peer;
+    call->through = TakeRequest(*peer, &call->request);
+    call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    peer->in_flight = true;
+    ++calls_out_;
+    return call;
+  }
+
+  void Start(std::unique_ptr<Call> call) {
+    Call* out = call.release();
+    out->peer->stub->async()->Ship(
+        &out->context, &out->request, &out->response,
+        [this, out](grpc::Status status) { Shipped(std::unique_ptr<Call>(out), status); });
+  }
+
+  // On gRPC's thread with the answer: the calls it commits are answered
+  // here, and the peer's next call starts here.
+  void Shipped(std::unique_ptr<Call> call, const grpc::Status& status) {
+    std::vector<std::function<void()>> done;
+    std::unique_ptr<Call> next;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Peer* peer = call->peer;
+      peer->in_flight = false;
+      --calls_out_;
+      if (status.ok()) {
+        done = Acknowledge(peer, call->through);
+        next = PrepareCall(peer);
+      } else {
+        fprintf(stderr, "dedup_transport_floor: Ship failed: %s\n", status.error_message().c_str());
+      }
+      if (calls_out_ == 0) stopped_.notify_all();
+    }
+    for (auto& each : done) each();
+    if (next != nullptr) Start(std::move(next));
+  }
+
+  // kCallback: a peer whose call failed (not up yet) gets another every
+  // 100 ms while it lacks entries.
+  void RetryLoop() {
+    for (;;) {
+      std::vector<std::unique_ptr<Call>> calls;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        stopped_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping_; });
+        if (stopping_) return;
+        for (auto& peer : peers_) {
+          if (auto call = PrepareCall(peer.get())) calls.push_back(std::move(call));
+        }
+      }
+      for (auto& call : calls) Start(std::move(call));
+    }
+  }
+
   const uint32_t shards_;
+  const Transport transport_;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::mutex mu_;
-  std::condition_variable wake_;
+  std::condition_variable wake_;     // kUnary and kStream: entries to ship, or stopping.
+  std::condition_variable stopped_;  // kCallback: stopping, or no call out any more.
   bool stopping_ = false;
+  int calls_out_ = 0;
   uint64_t last_seq_ = 0;
   uint64_t trimmed_ = 0;  // log_ holds the entries after this one.
   std::deque<LogEntry> log_;
   std::deque<Waiting> waiting_;  // By seq.
+  std::thread retry_;            // kCallback.
 };
 
 Replicator* g_replicator = nullptr;  // With --nodes.
@@ -692,8 +810,8 @@ int main(int argc, char** argv) {
   const std::string api = absl::GetFlag(FLAGS_api);
   const int threads = absl::GetFlag(FLAGS_threads);
   const std::string transport = absl::GetFlag(FLAGS_transport);
-  if (transport != "unary" && transport != "stream") {
-    fprintf(stderr, "dedup_transport_floor: --transport unary or stream\n");
+  if (transport != "unary" && transport != "stream" && transport != "callback") {
+    fprintf(stderr, "dedup_transport_floor: --transport unary, stream or callback\n");
     return 2;
   }
   g_nodes = absl::GetFlag(FLAGS_nodes);
@@ -758,7 +876,10 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<Replicator> replicator;
   if (!others.empty() && absl::GetFlag(FLAGS_ship)) {
-    replicator = std::make_unique<Replicator>(others, g_shards, transport == "stream");
+    replicator = std::make_unique<Replicator>(others, g_shards,
+                                              transport == "stream"     ? Transport::kStream
+                                              : transport == "callback" ? Transport::kCallback
+                                                                        : Transport::kUnary);
     g_replicator = replicator.get();
   }
   printf("dedup_transport_floor: %s API on %s%s\n", api.c_str(), g_target.c_str(),
