@@ -27,7 +27,11 @@
 // entries (a majority of three). Every node also answers the others' Ship
 // with canned APPENDED results. What a cluster's CPU per claim is beyond
 // these three processes is its storage, log and bookkeeping
-// (bench/replicated --systems=floor3).
+// (bench/replicated --systems=floor3). Other ways to ship, to compare:
+// --transport=stream (one bidirectional stream per peer, a message per
+// round), --transport=callback (no thread per peer: a call starts on the
+// thread that appends, or on gRPC's thread that takes the last answer),
+// and --ship=false (answer at once: the client's routing alone).
 //
 // Stops on SIGTERM or SIGINT.
 #include <algorithm>
