@@ -9,8 +9,8 @@
 # the printed summary must name the pace, the calls per claim and the
 # bytes. Three nodes with replication_factor=1, and the gRPC floor in the
 # rf=3 shape (dedup_transport_floor as three nodes, each shipping to the
-# other two), serve the same pace without errors, each of their processes
-# busy. A bad flag exits 2, and so does an --api that is neither client
+# other two, by unary calls, streams or callbacks, or not shipping), serve
+# the same pace without errors, each of their processes busy. A bad flag exits 2, and so does an --api that is neither client
 # nor unary, or --api=unary with a floor. (That every entry is shipped to
 # both followers is
 # ReplicationTest.FollowersApplyEveryCommittedEntryOnceTheWritesStop's.)
@@ -32,7 +32,7 @@ bench/replicated --api=unary --systems=floor3 >/dev/null 2>&1 || code=$?
 [ "$code" -eq 2 ] || { echo "FAIL: --api=unary with a gRPC floor exited $code, not 2" >&2; exit 1; }
 
 bench/replicated --build_dir="$build_dir" --durability=buffered --repeats=1 --duration=2 \
-  --warmup=1 --callers=8 --rate=100 --systems=single,sharded3,rf3,floor3 --out="$out/rows.jsonl" >"$out/summary.txt" 2>"$out/progress.txt" || {
+  --warmup=1 --callers=8 --rate=100 --systems=single,sharded3,rf3,floor3,floor3-unshipped,floor3-stream,floor3-callback --out="$out/rows.jsonl" >"$out/summary.txt" 2>"$out/progress.txt" || {
   echo "FAIL: bench/replicated exited non-zero" >&2
   cat "$out/progress.txt" "$out/summary.txt" >&2
   exit 1
@@ -72,6 +72,15 @@ if ("paced to 100 claims/s" not in summary or "replication calls per claim" not 
 # three processes all worked.
 # So did the three nodes of rf=1, the client library sending each key to
 # its shard's node.
+for name in ("gRPC floor, 3 nodes, unshipped", "gRPC floor, 3 nodes, streams",
+             "gRPC floor, 3 nodes, callbacks"):
+    row = rows.get(name)
+    if row is None:
+        problems.append(f"no row '{name}'")
+    elif row["errors"] != 0 or not 50 <= row["claims_per_s"] <= 110:
+        problems.append(f"{name}: {row['errors']} errors, {row['claims_per_s']:.0f} claims/s")
+    elif min(row["node_cpu_us_per_claim"]) <= 0:
+        problems.append(f"{name}: CPU by process {row['node_cpu_us_per_claim']}")
 for name, row in (("rf=3 floor", floor), ("rf=1", sharded)):
     if len(row["node_cpu_us_per_claim"]) != 3 or min(row["node_cpu_us_per_claim"]) <= 0:
         problems.append(f"{name}: CPU by process {row['node_cpu_us_per_claim']}")
