@@ -344,6 +344,8 @@ void DedupServer::Shutdown(absl::Duration grace) {
   // Clients hold Streams open for as long as they like: ended here, once
   // their batches are answered, they do not keep the shutdown waiting.
   if (service_ != nullptr) service_->CloseStreams();
+  // And so do the other leaders' ShipStreams into this node.
+  if (replication_service_ != nullptr) replication_service_->CloseStreams();
   // Health watchers are told NOT_SERVING, and their calls end.
   if (health_ != nullptr) health_->Shutdown();
   if (grpc_server_ != nullptr) {

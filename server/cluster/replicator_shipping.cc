@@ -2,6 +2,7 @@
 // log to followers, trimming and re-seeding. Committing writes is in
 // replicator_commit.cc.
 
+#include "server/cluster/peer_shipper.h"
 #include "server/cluster/replicator.h"
 #include "server/cluster/replicator_internal.h"
 
@@ -323,6 +324,9 @@ void Replicator::ShipLoop(uint32_t peer) {
   // this node leads, keeps a round's cost independent of the shard count.
   bool more = true;
   std::set<uint32_t> behind;
+  // Rounds go on one ShipStream; to a peer without Ship at all, one
+  // Append call per shard.
+  PeerShipper shipper;
   bool ship_supported = true;
   absl::Time last_refusal_logged = absl::InfinitePast();
   while (!stopped_.load()) {
@@ -416,9 +420,7 @@ void Replicator::ShipLoop(uint32_t peer) {
     if (ship_supported) {
       for (Outgoing& out : outgoing) request.add_appends()->Swap(&out.request);
       rv1::ShipResponse response;
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(deadline));
-      shipped = stub->Ship(&context, request, &response);
+      shipped = shipper.Ship(stub, request, &response, deadline);
       size_t entries = 0, bytes = 0, entry_bytes = 0;
       for (const Outgoing& out : outgoing) {
         entries += out.entries;
