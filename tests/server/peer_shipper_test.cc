@@ -80,7 +80,7 @@ class FakeFollower final : public rv1::Replication::Service {
 class PeerShipperTest : public ::testing::Test {
  protected:
   // A follower on 127.0.0.1, port 0, and a stub to it.
-  std::shared_ptr<PeerShipper::Stub> Serve(FakeFollower* follower) {
+  std::shared_ptr<PeerShipper::Stub> Serve(grpc::Service* follower) {
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -138,13 +138,7 @@ TEST_F(PeerShipperTest, PeerWithoutShipIsUnimplemented) {
   // A peer from before Ship: the shipping loop goes on to Append calls.
   class Bare final : public rv1::Replication::Service {};
   Bare bare;
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&bare);
-  servers_.push_back(builder.BuildAndStart());
-  auto stub = rv1::Replication::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  auto stub = Serve(&bare);
   PeerShipper shipper;
   rv1::ShipResponse response;
   EXPECT_EQ(shipper.Ship(std::move(stub), Round(1), &response, Deadline()).error_code(),
