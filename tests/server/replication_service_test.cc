@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 
 namespace dedup::server::cluster {
@@ -22,6 +23,7 @@ namespace rv1 = ::dedup::replication::v1;
 
 constexpr char kClientToken[] = "tok-client-5c1d0e7a92b84f31";
 constexpr char kReplicaToken[] = "tok-replica-8e2f4b6d1a9c7035";
+constexpr char kPeerToken[] = "tok-peer-3f7a9c2e5b1d8046";
 
 class ReplicationServiceTest : public ::testing::Test {
  protected:
@@ -31,7 +33,8 @@ class ReplicationServiceTest : public ::testing::Test {
     dir_ = dir;
     const std::string tokens = dir_ + "/tokens";
     std::ofstream(tokens) << "spiffe://test/client sha256:" << Sha256Hex(kClientToken) << "\n"
-                          << "spiffe://test/replica sha256:" << Sha256Hex(kReplicaToken) << "\n";
+                          << "spiffe://test/replica sha256:" << Sha256Hex(kReplicaToken) << "\n"
+                          << "spiffe://test/peer sha256:" << Sha256Hex(kPeerToken) << "\n";
     AuthSettings settings;
     settings.tokens_file = tokens;
     Grant client;
@@ -39,10 +42,16 @@ class ReplicationServiceTest : public ::testing::Test {
     client.namespaces = {"*"};
     client.claim = client.read = client.scan = client.cluster = true;
     settings.grants.push_back(client);
+    Grant peer;
+    peer.identity = "spiffe://test/peer";
+    peer.namespaces = {"*"};
+    peer.replica = true;
+    settings.grants.push_back(peer);
     absl::StatusOr<std::unique_ptr<Authorizer>> auth = Authorizer::Create(settings);
     ASSERT_TRUE(auth.ok()) << auth.status();
     auth_ = std::move(*auth);
-    // No replicator, store or pool: a refused call must touch none.
+    // No replicator, store or pool: a refused call must touch none, nor
+    // must a peer's stream that sends nothing.
     service_ = std::make_unique<ReplicationService>(nullptr, auth_.get(), nullptr, nullptr);
     grpc::ServerBuilder builder;
     int port = 0;
@@ -110,6 +119,22 @@ TEST_F(ReplicationServiceTest, KnownIdentityWithoutGrantMayNotShip) {
 TEST_F(ReplicationServiceTest, AnonymousCallerMayNotShip) {
   EXPECT_EQ(ShipCall(nullptr), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(ShipOnStream(nullptr), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(ReplicationServiceTest, ShutdownEndsAPeersOpenStreamAndRefusesNewOnes) {
+  // A peer's stream, open and waiting for its first round.
+  std::unique_ptr<grpc::ClientContext> context = As(kPeerToken);
+  auto stream = stub_->ShipStream(context.get());
+  absl::SleepFor(absl::Milliseconds(200));  // Until the service holds it.
+
+  service_->CloseStreams();
+  rv1::ShipResponse response;
+  EXPECT_FALSE(stream->Read(&response));
+  grpc::Status ended = stream->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE) << ended.error_message();
+
+  // A new one, from the same peer, is refused at once.
+  EXPECT_EQ(ShipOnStream(kPeerToken), grpc::StatusCode::UNAVAILABLE);
 }
 
 }  // namespace
