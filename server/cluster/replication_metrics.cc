@@ -112,6 +112,16 @@ std::vector<MetricFamily> ReplicationMetrics::Collect() const {
                       "transaction.",
                       MetricType::Counter,
                       {Value(MetricType::Counter, static_cast<double>(counters.elections_lost))}};
+  MetricFamily notices{
+      "dedup_replication_handoff_notices_total",
+      "Planned hand-offs told directly to the follower named in etcd: `sent` by this node "
+      "as a leader handing a shard over, `stood` when this node, so told, stood for the "
+      "shard at once instead of on its next read of etcd.",
+      MetricType::Counter,
+      {Value(MetricType::Counter, static_cast<double>(counters.handoff_notices_sent),
+             {{"direction", "sent"}}),
+       Value(MetricType::Counter, static_cast<double>(counters.handoff_notices_stood),
+             {{"direction", "stood"}})}};
   MetricFamily calls{"dedup_replication_ship_calls_total",
                      "Replication calls this node sent a follower as a leader: a Ship with "
                      "the appends of every shard it leads there, or an Append of one shard "
@@ -145,11 +155,11 @@ std::vector<MetricFamily> ReplicationMetrics::Collect() const {
     entry_bytes.metric.push_back(Value(
         MetricType::Counter, static_cast<double>(shipped.entry_bytes), {{"follower", follower}}));
   }
-  return {std::move(factor),     std::move(leader), std::move(epoch),   std::move(without),
-          std::move(live),       std::move(lag),    std::move(learner), std::move(voters),
-          std::move(moving),     std::move(copied), std::move(changes), std::move(fenced),
-          std::move(failed),     std::move(calls),  std::move(entries), std::move(bytes),
-          std::move(entry_bytes)};
+  return {std::move(factor), std::move(leader),     std::move(epoch),   std::move(without),
+          std::move(live),   std::move(lag),        std::move(learner), std::move(voters),
+          std::move(moving), std::move(copied),     std::move(changes), std::move(fenced),
+          std::move(failed), std::move(notices),    std::move(calls),   std::move(entries),
+          std::move(bytes),  std::move(entry_bytes)};
 }
 
 }  // namespace dedup::server::cluster

@@ -13,6 +13,7 @@
 //   dedup_replication_leader_changes_total         shards this node took over
 //   dedup_replication_fenced_appends_total         appends refused for a lower epoch
 //   dedup_replication_elections_failed_total       elections that found no majority
+//   dedup_replication_handoff_notices_total{direction}  planned hand-offs told directly
 //   dedup_replication_ship_calls_total{follower}   replication calls sent to a follower
 //   dedup_replication_shipped_entries_total{follower}  log entries in them
 

@@ -670,8 +670,12 @@ void Replicator::CountShipped(uint32_t peer, size_t entries, size_t bytes, size_
 }
 
 ReplicatorCounters Replicator::Counters() const {
-  ReplicatorCounters counters{
-      leader_changes_.load(), fenced_appends_.load(), elections_lost_.load(), {}};
+  ReplicatorCounters counters;
+  counters.leader_changes = leader_changes_.load();
+  counters.fenced_appends = fenced_appends_.load();
+  counters.elections_lost = elections_lost_.load();
+  counters.handoff_notices_sent = handoff_notices_sent_.load();
+  counters.handoff_notices_stood = handoff_notices_stood_.load();
   absl::MutexLock lock(&shipped_mu_);
   counters.shipped = shipped_;
   return counters;

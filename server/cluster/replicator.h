@@ -162,6 +162,8 @@ struct ReplicatorCounters {
   uint64_t leader_changes = 0;               // Shards this node took over.
   uint64_t fenced_appends = 0;               // Appends refused for a lower epoch.
   uint64_t elections_lost = 0;               // Attempts without a majority or etcd.
+  uint64_t handoff_notices_sent = 0;         // Shards handed to a named follower, told directly.
+  uint64_t handoff_notices_stood = 0;        // Notices this node stood on at once.
   std::map<uint32_t, ShipCounters> shipped;  // By follower.
 };
 
@@ -439,6 +441,20 @@ class Replicator : public storage::ShardReplicator {
   // run at once, so that elections that wait (on a hung voter, or for
   // their epoch's first entry) hold up no other shard's.
   void ElectionWorker();
+  // Whether this node stands for the shard now: it has no leader, this
+  // node votes for it, and its turn (core::StandWait) has come.
+  bool DueForElection(const Shard& shard, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // Hands `due` (each marked election_queued) to the election workers,
+  // starting more of them if none is idle.
+  void QueueElections(const std::vector<Shard*>& due);
+  // Tells `peer` in the next round of its shipping loop that this node
+  // handed it `shard` at `epoch` (ShipRequest.handoffs), so that it
+  // stands at once rather than on its next read of etcd.
+  void QueueHandOffNotice(uint32_t peer, uint32_t shard, uint64_t epoch);
+  // A follower's side of those notices: marks each shard leaderless and
+  // handed to this node, and queues its election when due.
+  void TakeHandOffNotices(const replication::v1::ShipRequest& request);
   // Ships every shard this node leads to `peer`, all in one Ship call per
   // round, the next round as soon as there is more; heartbeats each tick.
   void ShipLoop(uint32_t peer);
@@ -587,6 +603,12 @@ class Replicator : public storage::ShardReplicator {
   uint64_t ship_all_generation_ ABSL_GUARDED_BY(ship_mu_) = 0;
   // By peer: shards with entries appended since its loop last took them.
   std::map<uint32_t, std::set<uint32_t>> ship_due_ ABSL_GUARDED_BY(ship_mu_);
+  // By peer: hand-off notices for its loop's next round, and how many
+  // taken notices are in a round that has not returned yet (HandOff waits
+  // for both to drain before the node stops).
+  std::map<uint32_t, std::vector<replication::v1::HandOffNotice>> handoff_notices_
+      ABSL_GUARDED_BY(ship_mu_);
+  size_t handoff_notices_sending_ ABSL_GUARDED_BY(ship_mu_) = 0;
 
   std::atomic<int64_t> lease_id_{0};
   // Steady-clock nanoseconds until which this node's lease is certainly its
@@ -596,6 +618,8 @@ class Replicator : public storage::ShardReplicator {
   std::atomic<uint64_t> leader_changes_{0};
   std::atomic<uint64_t> fenced_appends_{0};
   std::atomic<uint64_t> elections_lost_{0};
+  std::atomic<uint64_t> handoff_notices_sent_{0};
+  std::atomic<uint64_t> handoff_notices_stood_{0};
   // When each peer last answered a replication call of this node's, for
   // any shard: a peer that answers is reachable, even while some of its
   // shards wait their turn in the shipping budget or for a re-seed's

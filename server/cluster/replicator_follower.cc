@@ -232,6 +232,7 @@ rv1::ShipResponse Replicator::TakeShip(const rv1::ShipRequest& request,
     ApplyCommitted(appends);
     for (FollowerAppend& append : appends) response.add_results()->Swap(&append.response);
   }
+  TakeHandOffNotices(request);
   *entries_out = entries;
   return response;
 }

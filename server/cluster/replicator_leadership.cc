@@ -265,34 +265,79 @@ void Replicator::ElectionLoop() {
     for (auto& shard : shards_) {
       if (!shard->replica) continue;
       absl::MutexLock lock(&shard->mu);
-      if (shard->election_queued || shard->leader >= 0 || shard->leading || shard->learner ||
-          shard->placed_learner || !Holds(shard->voters, options_.self)) {
-        continue;
-      }
-      // The shard's first voter tries first, then the next, and so on,
-      // so leadership spreads over the nodes; a handed-off shard goes to
-      // its target at once.
-      const auto rank = std::find(shard->voters.begin(), shard->voters.end(), options_.self) -
-                        shard->voters.begin();
-      const absl::Duration wait =
-          core::StandWait(rank, shard->handoff_to, options_.self, options_.lease_ttl);
-      const absl::Time since =
-          shard->leaderless_since == absl::InfiniteFuture() ? absl::Now() : shard->leaderless_since;
-      if (absl::Now() < since + wait || absl::Now() < shard->next_election) continue;
+      if (!DueForElection(*shard, absl::Now())) continue;
       shard->election_queued = true;
       due.push_back(shard.get());
     }
-    if (due.empty()) continue;
-    absl::MutexLock lock(&elect_mu_);
-    elect_queue_.insert(elect_queue_.end(), due.begin(), due.end());
-    while (elect_queue_.size() > elect_idle_ && electors_.size() < kElectionWorkers) {
-      electors_.emplace_back([this] {
-        storage::NameThisThread("elections");
-        ElectionWorker();
-      });
-      ++elect_idle_;  // Counted as idle from its start, so that no more start for this work.
-    }
+    QueueElections(due);
   }
+}
+
+bool Replicator::DueForElection(const Shard& shard, absl::Time now) const {
+  if (shard.election_queued || shard.leader >= 0 || shard.leading || shard.learner ||
+      shard.placed_learner || !Holds(shard.voters, options_.self)) {
+    return false;
+  }
+  // The shard's first voter tries first, then the next, and so on, so
+  // leadership spreads over the nodes; a handed-off shard goes to its
+  // target at once.
+  const auto rank =
+      std::find(shard.voters.begin(), shard.voters.end(), options_.self) - shard.voters.begin();
+  const absl::Duration wait =
+      core::StandWait(rank, shard.handoff_to, options_.self, options_.lease_ttl);
+  const absl::Time since =
+      shard.leaderless_since == absl::InfiniteFuture() ? now : shard.leaderless_since;
+  return now >= since + wait && now >= shard.next_election;
+}
+
+void Replicator::QueueElections(const std::vector<Shard*>& due) {
+  if (due.empty()) return;
+  absl::MutexLock lock(&elect_mu_);
+  elect_queue_.insert(elect_queue_.end(), due.begin(), due.end());
+  while (elect_queue_.size() > elect_idle_ && electors_.size() < kElectionWorkers) {
+    electors_.emplace_back([this] {
+      storage::NameThisThread("elections");
+      ElectionWorker();
+    });
+    ++elect_idle_;  // Counted as idle from its start, so that no more start for this work.
+  }
+}
+
+void Replicator::QueueHandOffNotice(uint32_t peer, uint32_t shard, uint64_t epoch) {
+  rv1::HandOffNotice notice;
+  notice.set_shard(shard);
+  notice.set_epoch(epoch);
+  absl::MutexLock lock(&ship_mu_);
+  handoff_notices_[peer].push_back(std::move(notice));
+  ++ship_generation_;
+}
+
+void Replicator::TakeHandOffNotices(const rv1::ShipRequest& request) {
+  if (request.handoffs().empty() || !LeaseValid() || handing_off_.load()) return;
+  const int32_t self = static_cast<int32_t>(options_.self);
+  std::vector<Shard*> due;
+  for (const rv1::HandOffNotice& notice : request.handoffs()) {
+    if (notice.shard() >= shards_.size()) continue;
+    Shard& shard = *shards_[notice.shard()];
+    if (!shard.replica) continue;
+    absl::MutexLock lock(&shard.mu);
+    // A notice older than what this replica knows: a later leader was
+    // elected since (it appended here, or etcd named it).
+    if (shard.leading || shard.electing || notice.epoch() < shard.epoch ||
+        shard.heard_epoch > notice.epoch()) {
+      continue;
+    }
+    // What the next read of etcd would find: no leader, handed here.
+    shard.handoff_to = self;
+    shard.handoff_epoch = notice.epoch();
+    if (shard.leader >= 0) shard.leaderless_since = absl::Now();
+    shard.leader = -1;
+    if (!DueForElection(shard, absl::Now())) continue;
+    shard.election_queued = true;
+    due.push_back(&shard);
+  }
+  handoff_notices_stood_ += due.size();
+  QueueElections(due);
 }
 
 void Replicator::ElectionWorker() {
@@ -640,6 +685,18 @@ void Replicator::HandOff(absl::Duration timeout) {
   for (auto& shard : shards_) {
     if (shard->replica) HandOffShard(shard.get(), -1, deadline, "stopping");
   }
+  // The shipping loops tell the targets (QueueHandOffNotice) before the
+  // node stops them; a notice lost here costs its target one read of etcd.
+  absl::MutexLock lock(&ship_mu_);
+  auto told = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ship_mu_) {
+    if (handoff_notices_sending_ > 0) return false;
+    for (const auto& [peer, notices] : handoff_notices_) {
+      if (!notices.empty()) return false;
+    }
+    return true;
+  };
+  ship_mu_.AwaitWithDeadline(absl::Condition(&told),
+                             std::min(deadline, absl::Now() + Tick(options_.lease_ttl)));
 }
 
 bool Replicator::HandOffShard(Shard* shard, int32_t to, absl::Time deadline,
@@ -689,7 +746,14 @@ bool Replicator::HandOffShard(Shard* shard, int32_t to, absl::Time deadline,
     writes.push_back(
         {Key(absl::StrCat("handoff/", s)), absl::StrCat(target, " ", epoch), 0, false});
   }
-  etcd_->Txn({{key, 0, absl::StrCat(options_.self, " ", epoch)}}, writes).IgnoreError();
+  absl::StatusOr<bool> written =
+      etcd_->Txn({{key, 0, absl::StrCat(options_.self, " ", epoch)}}, writes);
+  if (target >= 0 && written.ok() && *written) {
+    // Only once etcd names no leader: the target's election begins with
+    // that check, and would otherwise give up until its next read.
+    QueueHandOffNotice(static_cast<uint32_t>(target), s, epoch);
+    ++handoff_notices_sent_;
+  }
   return target >= 0;
 }
 

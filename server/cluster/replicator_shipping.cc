@@ -403,7 +403,21 @@ void Replicator::ShipLoop(uint32_t peer) {
           break;
       }
     }
-    if (outgoing.empty()) {
+    // Hand-off notices for this peer ride on this round, or make one.
+    std::vector<rv1::HandOffNotice> notices;
+    {
+      absl::MutexLock lock(&ship_mu_);
+      auto it = handoff_notices_.find(peer);
+      if (it != handoff_notices_.end()) {
+        if (ship_supported) {
+          notices.swap(it->second);
+          handoff_notices_sending_ += notices.size();
+        } else {
+          it->second.clear();  // A peer without Ship reads etcd instead.
+        }
+      }
+    }
+    if (outgoing.empty() && notices.empty()) {
       if (retry) {
         // A read of this node's own log failed (storage trouble, counted
         // and reported by the store): again after a pause.
@@ -419,8 +433,13 @@ void Replicator::ShipLoop(uint32_t peer) {
     grpc::Status shipped;
     if (ship_supported) {
       for (Outgoing& out : outgoing) request.add_appends()->Swap(&out.request);
+      for (rv1::HandOffNotice& notice : notices) request.add_handoffs()->Swap(&notice);
       rv1::ShipResponse response;
       shipped = shipper.Ship(stub, request, &response, deadline);
+      if (!notices.empty()) {
+        absl::MutexLock lock(&ship_mu_);
+        handoff_notices_sending_ -= notices.size();
+      }
       size_t entries = 0, bytes = 0, entry_bytes = 0;
       for (const Outgoing& out : outgoing) {
         entries += out.entries;

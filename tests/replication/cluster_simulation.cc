@@ -324,6 +324,7 @@ SimulationResult Simulation::Run() {
   committed_.resize(o_.shards);
   leaders_.resize(o_.shards);
   leaderless_since_.assign(o_.shards, kNever);
+  handed_to_.assign(o_.shards, {-1, Time()});
   group_.resize(o_.shards);
   for (Node& n : nodes_) n.shards.resize(o_.shards);
   // Placement as a new cluster writes it: nodes s, s+1, ... (mod n).

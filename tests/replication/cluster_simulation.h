@@ -128,6 +128,11 @@ struct SimulationOptions {
   // Whether a leader hands a shard back to its first voter once that one
   // has answered steadily for a lease (the replicator's BalanceLeaders).
   bool hand_back = false;
+  // Whether a leader that hands a shard to a named follower tells it
+  // directly once etcd names no leader (the replicator's hand-off notice
+  // on its shipping stream), so that the target stands at once instead
+  // of on its next read of etcd.
+  bool handoff_notices = true;
 
   // Keep the trace of the run's last events even when it passes.
   bool trace = false;
@@ -146,7 +151,10 @@ struct SimulationResult {
   uint64_t faults = 0;
   absl::Duration longest_leaderless;  // Counted only while a majority could lead.
   uint32_t led_by_first_voter = 0;    // Shards, at the end of the run.
-  std::string trace;                  // The last events, when the run failed.
+  // Planned hand-offs to a named follower whose target won the shard
+  // next, and the time from each hand-off to that win (sorted).
+  std::vector<absl::Duration> handoff_gaps;
+  std::string trace;  // The last events, when the run failed.
 };
 
 SimulationResult RunSimulation(const SimulationOptions& options);

@@ -120,6 +120,12 @@ void Simulation::FinishElection(uint32_t node, uint32_t s, bool won_ballot) {
                       leaders.rbegin()->first, " was won"));
   }
   leaders[epoch] = node;
+  if (handed_to_[s].first >= 0) {
+    if (handed_to_[s].first == static_cast<int32_t>(node)) {
+      result_.handoff_gaps.push_back(now_ - handed_to_[s].second);
+    }
+    handed_to_[s].first = -1;
+  }
   r.phase = Phase::kNone;
   r.ballot.reset();
   r.won_at = now_;

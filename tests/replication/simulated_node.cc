@@ -84,16 +84,48 @@ void Simulation::StepDown(uint32_t node, uint32_t s, const std::string& why) {
       absl::StrCat("node ", node, " stops leading shard ", s, " epoch ", r.lead_epoch, ": ", why));
 }
 
-void Simulation::ReleaseLeaderKey(uint32_t node, uint32_t s, uint64_t epoch, int32_t handoff) {
-  if (!EtcdReachable(node)) return;
+bool Simulation::ReleaseLeaderKey(uint32_t node, uint32_t s, uint64_t epoch, int32_t handoff) {
+  if (!EtcdReachable(node)) return false;
   EtcdShard& k = etcd_[s];
-  if (k.leader != static_cast<int32_t>(node) || k.leader_epoch != epoch) return;
+  if (k.leader != static_cast<int32_t>(node) || k.leader_epoch != epoch) return false;
   k.leader = -1;
   if (handoff >= 0) {
     k.handoff = handoff;
     k.handoff_epoch = epoch;
   }
   ++revision_;
+  return true;
+}
+
+void Simulation::HandOffTo(uint32_t node, uint32_t s, uint32_t to, const std::string& why) {
+  Replica& r = nodes_[node].shards[s];
+  const uint64_t epoch = r.lead_epoch;
+  StepDown(node, s, why);
+  // Until it reads the handoff key back, it would contend at once.
+  r.handoff = static_cast<int32_t>(to);
+  r.next_election = std::max(r.next_election, now_ + o_.lease_ttl / 2);
+  if (!ReleaseLeaderKey(node, s, epoch, static_cast<int32_t>(to))) return;
+  handed_to_[s] = {static_cast<int32_t>(to), now_};
+  if (o_.handoff_notices) Send(Request(Kind::kHandOffNotice, node, to, s, epoch));
+}
+
+void Simulation::OnHandOffNotice(const Message& m) {
+  const uint32_t node = m.to, s = m.shard;
+  Replica& r = nodes_[node].shards[s];
+  // A later leader than the notice's is known here: it is stale.
+  if (!r.holds || r.leading || r.phase != Phase::kNone || m.epoch < r.epoch ||
+      r.heard_epoch > m.epoch) {
+    return;
+  }
+  r.handoff = static_cast<int32_t>(node);
+  r.handoff_epoch = m.epoch;
+  if (r.leader >= 0) r.leaderless_since = now_;
+  r.leader = -1;
+  Trace(absl::StrCat("node ", node, " told it was handed shard ", s, " at epoch ", m.epoch));
+  Node& n = nodes_[node];
+  if (!LeaseValid(node) || !MayStand(node, s)) return;
+  if (o_.election_threads > 0 && n.elections_running >= o_.election_threads) return;
+  BeginElection(node, s);
 }
 
 void Simulation::ApplyPlacement(uint32_t node, uint32_t s, const EtcdShard& view) {
@@ -147,11 +179,7 @@ void Simulation::HandBack(uint32_t node, uint32_t s) {
   // Each hand-off writes to etcd; without a lease, etcd is out of reach.
   if (!core::ShouldHandBack(f, o_.lease_ttl) || !LeaseValid(node)) return;
   if (it->second.match < r.log.size()) return;  // Only to a voter holding the whole log.
-  const uint64_t epoch = r.lead_epoch;
-  StepDown(node, s, "its first replica is back");
-  r.handoff = static_cast<int32_t>(home);
-  r.next_election = std::max(r.next_election, now_ + o_.lease_ttl / 2);
-  ReleaseLeaderKey(node, s, epoch, static_cast<int32_t>(home));
+  HandOffTo(node, s, home, "its first replica is back");
 }
 
 void Simulation::ReadLeadership(uint32_t node) {
@@ -317,12 +345,7 @@ void Simulation::AdvanceMove(uint32_t node, uint32_t s) {
                      f.match[to], ")"));
   if (step == MoveStep::kHandOff) {
     if (f.match[to] < r.log.size()) return;  // Handed only to a replica holding the whole log.
-    const uint64_t epoch = r.lead_epoch;
-    StepDown(node, s, "hands the shard to the move's target");
-    // Until it reads the handoff key back, it would contend at once.
-    r.handoff = static_cast<int32_t>(to);
-    r.next_election = std::max(r.next_election, now_ + o_.lease_ttl / 2);
-    ReleaseLeaderKey(node, s, epoch, static_cast<int32_t>(to));
+    HandOffTo(node, s, to, "hands the shard to the move's target");
     return;
   }
   if (step == MoveStep::kPromote) {
@@ -496,6 +519,8 @@ void Simulation::OnMessage(const Message& m) {
       Send(std::move(reply));
       return;
     }
+    case Kind::kHandOffNotice:
+      return OnHandOffNotice(m);
     case Kind::kReadLogReply:
       if (r.phase != Phase::kCatchUp || r.elect_epoch != m.epoch) return;
       // Copied as appends of the candidate's epoch: refused once this

@@ -48,7 +48,15 @@ using core::PeerTimeout;
 using core::Tick;
 using core::TrustedLease;
 
-enum class Kind { kAppend, kAppendReply, kPromise, kPromiseReply, kReadLog, kReadLogReply };
+enum class Kind {
+  kAppend,
+  kAppendReply,
+  kPromise,
+  kPromiseReply,
+  kReadLog,
+  kReadLogReply,
+  kHandOffNotice  // From a leader that handed the shard over at `epoch`.
+};
 enum class AppendResult { kAppended, kMismatch, kFenced, kNotReplica };
 
 struct Message {
@@ -282,7 +290,12 @@ class Simulation {
   void ReadLeadership(uint32_t node);
   void ApplyPlacement(uint32_t node, uint32_t s, const EtcdShard& view);
   void StepDown(uint32_t node, uint32_t s, const std::string& why);
-  void ReleaseLeaderKey(uint32_t node, uint32_t s, uint64_t epoch, int32_t handoff = -1);
+  // True when etcd's leader key was the node's at `epoch`, and is gone now.
+  bool ReleaseLeaderKey(uint32_t node, uint32_t s, uint64_t epoch, int32_t handoff = -1);
+  // Steps down from the shard and hands it to `to` through etcd, telling
+  // `to` directly when the options say so.
+  void HandOffTo(uint32_t node, uint32_t s, uint32_t to, const std::string& why);
+  void OnHandOffNotice(const Message& m);
   void Ship(uint32_t node, uint32_t s, uint32_t peer, bool heartbeat);
   void ShipAll(uint32_t node, uint32_t s, bool heartbeat);
   void AdvanceCommit(uint32_t node, uint32_t s);
@@ -341,7 +354,10 @@ class Simulation {
   std::vector<std::vector<uint64_t>> committed_;       // Per shard: epochs of committed entries.
   std::vector<std::map<uint64_t, uint32_t>> leaders_;  // Per shard: epoch -> node.
   std::vector<Time> leaderless_since_;                 // Per shard, while a majority could lead.
-  std::vector<std::vector<uint32_t>> group_;           // Per shard: that majority.
+  // Per shard: the target of the last hand-off and when, until it wins
+  // the shard or another node does.
+  std::vector<std::pair<int32_t, Time>> handed_to_;
+  std::vector<std::vector<uint32_t>> group_;  // Per shard: that majority.
   std::set<uint32_t> touched_;
   SimulationResult result_;
   std::deque<std::string> trace_;

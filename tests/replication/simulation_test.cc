@@ -30,6 +30,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "server/replication/timing.h"
 #include "tests/replication/cluster_simulation.h"
 
 namespace dedup::tests::replication {
@@ -72,6 +73,8 @@ SimulationResult RunSeeds(SimulationOptions options, uint64_t first_seed, uint64
     total.elections_won += result.elections_won;
     total.longest_leaderless = std::max(total.longest_leaderless, result.longest_leaderless);
     total.led_by_first_voter += result.led_by_first_voter;
+    total.handoff_gaps.insert(total.handoff_gaps.end(), result.handoff_gaps.begin(),
+                              result.handoff_gaps.end());
     if (options.trace)
       std::printf("seed %llu:\n%s\n", static_cast<unsigned long long>(options.seed),
                   result.trace.c_str());
@@ -82,6 +85,7 @@ SimulationResult RunSeeds(SimulationOptions options, uint64_t first_seed, uint64
   }
   if (seeds_run != nullptr) *seeds_run = runs;
   if (!first_failure.ok) return first_failure;
+  std::sort(total.handoff_gaps.begin(), total.handoff_gaps.end());
   return total;
 }
 
@@ -323,6 +327,32 @@ TEST(SimulationTest, ShardsGoBackToTheirFirstVoterAndLoseNothing) {
   ASSERT_TRUE(r.ok) << Report(r);
   // Summed over the runs: every shard of every run.
   EXPECT_EQ(r.led_by_first_voter, runs * 6);
+}
+
+// A shard handed back to its first voter is led again as soon as the
+// leader's notice arrives, not once the voter next reads etcd (a tick, a
+// tenth of the lease, later at most): the median gap from the old
+// leader's step-down to the new leader's win is then below a quarter of
+// a tick. Without the notice (the run beside it) it is not, so the
+// assertion tells the two apart.
+TEST(SimulationTest, AHandedBackShardsTargetStandsOnTheNoticeNotOnItsNextRead) {
+  SimulationOptions o = FirstVoterBack();
+  const absl::Duration tick = core::Tick(o.lease_ttl);
+  const SimulationResult told = RunSeeds(o, 1, 10);
+  ASSERT_TRUE(told.ok) << Report(told);
+  o.handoff_notices = false;
+  const SimulationResult untold = RunSeeds(o, 1, 10);
+  ASSERT_TRUE(untold.ok) << Report(untold);
+  ASSERT_FALSE(told.handoff_gaps.empty());
+  ASSERT_FALSE(untold.handoff_gaps.empty());
+  const absl::Duration with = told.handoff_gaps[told.handoff_gaps.size() / 2];
+  const absl::Duration without = untold.handoff_gaps[untold.handoff_gaps.size() / 2];
+  std::printf("hand-offs: %zu told, median %s, longest %s; %zu untold, median %s (tick %s)\n",
+              told.handoff_gaps.size(), absl::FormatDuration(with).c_str(),
+              absl::FormatDuration(told.handoff_gaps.back()).c_str(), untold.handoff_gaps.size(),
+              absl::FormatDuration(without).c_str(), absl::FormatDuration(tick).c_str());
+  EXPECT_LT(with, tick / 4);
+  EXPECT_GE(without, tick / 4);
 }
 
 // Every fault at random, on a small cluster with moves and writes.
