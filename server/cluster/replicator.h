@@ -294,6 +294,10 @@ class Replicator : public storage::ShardReplicator {
     int32_t handoff_to ABSL_GUARDED_BY(mu) = -1;
     // The epoch of the leader that named `handoff_to`.
     uint64_t handoff_epoch ABSL_GUARDED_BY(mu) = 0;
+    // When its leader's hand-off notice named this node: a read of etcd
+    // that began before then must not undo it (it may predate the
+    // hand-off).
+    absl::Time told_handoff_at ABSL_GUARDED_BY(mu) = absl::InfinitePast();
     // The leader of the last append this replica accepted, its epoch, and
     // when (SteadyNowNs): for core::Stickiness it promises no other
     // candidate, since that leader may answer reads on its
@@ -306,6 +310,10 @@ class Replicator : public storage::ShardReplicator {
     bool leading ABSL_GUARDED_BY(mu) = false;
     // Between winning the etcd transaction and taking the shard.
     bool electing ABSL_GUARDED_BY(mu) = false;
+    // Between stepping down to hand the shard over and the etcd
+    // transaction that releases its leader key and names the target: the
+    // key still names this node, and is not an earlier run's.
+    bool handing_over ABSL_GUARDED_BY(mu) = false;
     bool serving ABSL_GUARDED_BY(mu) = false;
     uint64_t lead_epoch ABSL_GUARDED_BY(mu) = 0;
     // The etcd lease its leader key is attached to: it leads only while

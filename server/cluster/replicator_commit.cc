@@ -168,10 +168,12 @@ void Replicator::CompleteCommits(const std::vector<Shard*>& shards) {
           // stopping too.
           StepDown(shard,
                    stopped ? "stopping" : "a write was not acknowledged by a majority in time");
-        }
-        if (released.empty() || released.back() != std::make_pair(shard->index, pending.epoch)) {
           released.emplace_back(shard->index, pending.epoch);
         }
+        // Otherwise whatever stepped down gives up the leader key. A
+        // hand-off in particular replaces it with the handoff key in one
+        // transaction; deleting it first would leave the target unnamed,
+        // to wait out the old leader's read lease (over a second).
         decided.push_back(
             {std::move(pending.call), pending.index,
              absl::UnavailableError(absl::StrCat("shard ", shard->index, ": ", kNotCommitted))});

@@ -201,8 +201,13 @@ void Replicator::ReadLeadership() {
     Shard& shard = *shards_[s];
     Seen& view = seen[s];
     absl::MutexLock lock(&shard.mu);
-    shard.handoff_to = view.handoff;
-    shard.handoff_epoch = view.handoff_epoch;
+    // A hand-off notice that came after the read began: the read may
+    // predate the hand-off, and would name the old leader again.
+    const bool told_since = shard.told_handoff_at >= read_at;
+    if (!told_since) {
+      shard.handoff_to = view.handoff;
+      shard.handoff_epoch = view.handoff_epoch;
+    }
     shard.epoch = std::max({shard.epoch, view.epoch, view.map_epoch});
     // An election this node won after the read began: the read may
     // predate its leader key.
@@ -226,13 +231,13 @@ void Replicator::ReadLeadership() {
       shard.move = view.move;
       shard.move.target_gone_since = gone;
     }
-    if (won_since) continue;
+    if (won_since || told_since) continue;
     if (view.leader < 0) {
       if (shard.leader >= 0) shard.leaderless_since = absl::Now();
       shard.leader = -1;
       continue;
     }
-    if (view.leader == self && !shard.leading && !shard.electing) {
+    if (view.leader == self && !shard.leading && !shard.electing && !shard.handing_over) {
       stale.push_back(static_cast<uint32_t>(s));
     }
     if (shard.leader != view.leader) shard.leaderless_since = absl::InfiniteFuture();
@@ -330,8 +335,12 @@ void Replicator::TakeHandOffNotices(const rv1::ShipRequest& request) {
     // What the next read of etcd would find: no leader, handed here.
     shard.handoff_to = self;
     shard.handoff_epoch = notice.epoch();
+    shard.told_handoff_at = absl::Now();
     if (shard.leader >= 0) shard.leaderless_since = absl::Now();
     shard.leader = -1;
+    // Also within the back-off after an election it lost: the other
+    // voters leave the named target the first turn (core::StandWait).
+    shard.next_election = absl::InfinitePast();
     if (!DueForElection(shard, absl::Now())) continue;
     shard.election_queued = true;
     due.push_back(&shard);
@@ -732,6 +741,9 @@ bool Replicator::HandOffShard(Shard* shard, int32_t to, absl::Time deadline,
     }
     StepDown(shard,
              target >= 0 ? absl::StrCat(why, ": handed to node ", target) : std::string(why));
+    // Until the transaction below, a read of etcd would take the leader
+    // key for a stale one and delete it, and the target would go unnamed.
+    shard->handing_over = true;
     if (target >= 0) {
       // Until this node reads the handoff key back, it would contend for
       // the shard as if nobody had been named: as the shard's first voter,
@@ -748,6 +760,26 @@ bool Replicator::HandOffShard(Shard* shard, int32_t to, absl::Time deadline,
   }
   absl::StatusOr<bool> written =
       etcd_->Txn({{key, 0, absl::StrCat(options_.self, " ", epoch)}}, writes);
+  {
+    absl::MutexLock lock(&shard->mu);
+    shard->handing_over = false;
+  }
+  if (target >= 0 && !(written.ok() && *written)) {
+    // The shard is elected without the hand-off's shortcut: once this
+    // node's read lease has ended on its followers (core::Stickiness).
+    std::string reason(written.status().message());
+    if (written.ok()) {
+      absl::StatusOr<std::optional<EtcdKeyValue>> now = etcd_->Get(key);
+      reason = !now.ok()           ? std::string("the leader key no longer named this node")
+               : !now->has_value() ? std::string("the leader key was gone")
+                                   : absl::StrCat("the leader key named \"", (*now)->value, "\"");
+    }
+    LogEvent(spdlog::level::warn, "a hand-off was not written to etcd",
+             {{"shard", absl::StrCat(s)},
+              {"epoch", absl::StrCat(epoch)},
+              {"target", absl::StrCat(target)},
+              {"error", reason}});
+  }
   if (target >= 0 && written.ok() && *written) {
     // Only once etcd names no leader: the target's election begins with
     // that check, and would otherwise give up until its next read.

@@ -514,7 +514,11 @@ TEST_F(ReplicationTest, UnaryCallsAndBatchesWaitForTheirCommitWithoutAWorker) {
 // rolling upgrade does: a leader hands its shards to an up-to-date follower
 // before it exits, so not one call fails beyond the client's own retries.
 // It also tells each target directly, which then stands at once instead
-// of on its next read of etcd (dedup_replication_handoff_notices_total).
+// of on its next read of etcd (dedup_replication_handoff_notices_total),
+// and every hand-off is written to etcd: one that is not (its leader key
+// deleted meanwhile, by the answer to a write the step-down left
+// uncommitted or as a stale key) leaves the shard to an ordinary election
+// once the old leader's read lease has ended, over a second later.
 TEST_F(ReplicationTest, RollingRestartUnderLoadFailsNoCall) {
   ReplicatedClusterOptions options;
   const std::vector<int> metrics_ports = FreePorts(3);
@@ -531,8 +535,13 @@ TEST_F(ReplicationTest, RollingRestartUnderLoadFailsNoCall) {
     SCOPED_TRACE(absl::StrCat("node ", node));
     std::cout << "SIGTERM node " << node << "; leaders were " << Describe(cluster_->Leaders())
               << "\n";
-    const absl::Status restarted = cluster_->RestartNode(node);
-    ASSERT_TRUE(restarted.ok()) << restarted;
+    const absl::StatusOr<ExitStatus> stopped = cluster_->StopNode(node);
+    ASSERT_TRUE(stopped.ok()) << stopped.status();
+    ASSERT_EQ(*stopped, ExitStatus::Exited(0)) << cluster_->Output(node);
+    EXPECT_EQ(cluster_->Output(node).find("a hand-off was not written to etcd"), std::string::npos)
+        << cluster_->Output(node);
+    const absl::Status started = cluster_->StartNode(node);
+    ASSERT_TRUE(started.ok()) << started;
     const absl::Status caught_up = cluster_->WaitForFullReplication(kCatchUp, kBehindUnderLoad);
     ASSERT_TRUE(caught_up.ok()) << caught_up;
   }

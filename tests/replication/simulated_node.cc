@@ -121,6 +121,9 @@ void Simulation::OnHandOffNotice(const Message& m) {
   r.handoff_epoch = m.epoch;
   if (r.leader >= 0) r.leaderless_since = now_;
   r.leader = -1;
+  // Also within its back-off after a lost election: the others leave the
+  // named target the first turn.
+  r.next_election = -kNever;
   Trace(absl::StrCat("node ", node, " told it was handed shard ", s, " at epoch ", m.epoch));
   Node& n = nodes_[node];
   if (!LeaseValid(node) || !MayStand(node, s)) return;
