@@ -298,6 +298,9 @@ bool Replicator::DueForElection(const Shard& shard, absl::Time now) const {
 void Replicator::QueueElections(const std::vector<Shard*>& due) {
   if (due.empty()) return;
   absl::MutexLock lock(&elect_mu_);
+  // Stop sets stopped_ before it takes the workers to join: none may
+  // start after that (a notice is handled on a gRPC thread).
+  if (stopped_.load()) return;
   elect_queue_.insert(elect_queue_.end(), due.begin(), due.end());
   while (elect_queue_.size() > elect_idle_ && electors_.size() < kElectionWorkers) {
     electors_.emplace_back([this] {
@@ -318,7 +321,9 @@ void Replicator::QueueHandOffNotice(uint32_t peer, uint32_t shard, uint64_t epoc
 }
 
 void Replicator::TakeHandOffNotices(const rv1::ShipRequest& request) {
-  if (request.handoffs().empty() || !LeaseValid() || handing_off_.load()) return;
+  if (request.handoffs().empty() || !LeaseValid() || handing_off_.load() || stopped_.load()) {
+    return;
+  }
   const int32_t self = static_cast<int32_t>(options_.self);
   std::vector<Shard*> due;
   for (const rv1::HandOffNotice& notice : request.handoffs()) {
@@ -327,9 +332,10 @@ void Replicator::TakeHandOffNotices(const rv1::ShipRequest& request) {
     if (!shard.replica) continue;
     absl::MutexLock lock(&shard.mu);
     // A notice older than what this replica knows: a later leader was
-    // elected since (it appended here, or etcd named it).
+    // elected since (it appended here, or etcd named it), or another
+    // candidate asked for a later epoch, which standing now would fence.
     if (shard.leading || shard.electing || notice.epoch() < shard.epoch ||
-        shard.heard_epoch > notice.epoch()) {
+        shard.heard_epoch > notice.epoch() || log_->Promised(notice.shard()) > notice.epoch()) {
       continue;
     }
     // What the next read of etcd would find: no leader, handed here.
@@ -606,10 +612,14 @@ void Replicator::Elect(Shard* shard) {
                {{"shard", absl::StrCat(s)}, {"epoch", absl::StrCat(epoch)}});
       return;
     }
-    if (shard->leading && shard->lead_epoch == epoch) {
-      StepDown(shard, applied.ok() ? "no majority acknowledged the start of its epoch"
-                                   : applied.message());
+    if (!shard->leading || shard->lead_epoch != epoch) {
+      // Whatever stepped it down gives up the key: a hand-off replaces it
+      // with the handoff key, and a release here first would leave the
+      // target unnamed.
+      return;
     }
+    StepDown(shard,
+             applied.ok() ? "no majority acknowledged the start of its epoch" : applied.message());
   }
   ReleaseLeaderKey(s, epoch);
 }

@@ -112,9 +112,10 @@ void Simulation::HandOffTo(uint32_t node, uint32_t s, uint32_t to, const std::st
 void Simulation::OnHandOffNotice(const Message& m) {
   const uint32_t node = m.to, s = m.shard;
   Replica& r = nodes_[node].shards[s];
-  // A later leader than the notice's is known here: it is stale.
-  if (!r.holds || r.leading || r.phase != Phase::kNone || m.epoch < r.epoch ||
-      r.heard_epoch > m.epoch) {
+  // A later leader than the notice's is known here, or a later epoch was
+  // promised to another candidate: it is stale.
+  if (!LeaseValid(node) || !r.holds || r.leading || r.phase != Phase::kNone || m.epoch < r.epoch ||
+      r.heard_epoch > m.epoch || r.promised > m.epoch) {
     return;
   }
   r.handoff = static_cast<int32_t>(node);
@@ -126,7 +127,7 @@ void Simulation::OnHandOffNotice(const Message& m) {
   r.next_election = -kNever;
   Trace(absl::StrCat("node ", node, " told it was handed shard ", s, " at epoch ", m.epoch));
   Node& n = nodes_[node];
-  if (!LeaseValid(node) || !MayStand(node, s)) return;
+  if (!MayStand(node, s)) return;
   if (o_.election_threads > 0 && n.elections_running >= o_.election_threads) return;
   BeginElection(node, s);
 }
