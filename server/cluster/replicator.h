@@ -44,10 +44,11 @@
 // The protocol's decisions are pure functions in server/replication/;
 // this class does the I/O around them. Its definitions are split by
 // concern: replicator.cc (joining, the lease, the coordinating loop,
-// reports), replicator_leadership.cc (elections, stepping down, hand-
-// offs), replicator_shipping.cc (commits, shipping, trimming, re-seeding),
-// replicator_follower.cc (the Replication service's calls) and
-// replicator_placement.cc (holding shards, moves).
+// reports), replicator_leadership.cc (elections, stepping down),
+// replicator_handoff.cc (planned hand-offs), replicator_shipping.cc
+// (commits, shipping, trimming, re-seeding), replicator_follower.cc (the
+// Replication service's calls) and replicator_placement.cc (holding
+// shards, moves).
 
 #include <algorithm>
 #include <atomic>
