@@ -25,15 +25,15 @@ void Replicator::TakeHandOffNotices(const rv1::ShipRequest& request) {
   for (const rv1::HandOffNotice& notice : request.handoffs()) {
     if (notice.shard() >= shards_.size()) continue;
     Shard& shard = *shards_[notice.shard()];
-    if (!shard.replica) continue;
     absl::MutexLock lock(&shard.mu);
-    // A notice older than what this replica knows: a later leader was
-    // elected since (it appended here, or etcd named it), or another
-    // candidate asked for a later epoch, which standing now would fence.
-    if (shard.leading || shard.electing || notice.epoch() < shard.epoch ||
-        shard.heard_epoch > notice.epoch() || log_->Promised(notice.shard()) > notice.epoch()) {
-      continue;
-    }
+    core::NoticeFacts facts;
+    facts.epoch = notice.epoch();
+    facts.replica = shard.replica;
+    facts.busy = shard.leading || shard.electing;
+    facts.known_epoch = shard.epoch;
+    facts.heard_epoch = shard.heard_epoch;
+    facts.promised = log_->Promised(notice.shard());
+    if (!core::TakesHandOffNotice(facts)) continue;
     // What the next read of etcd would find: no leader, handed here.
     shard.handoff_to = self;
     shard.handoff_epoch = notice.epoch();

@@ -31,6 +31,12 @@ PromiseAnswer DecidePromise(const PromiseFacts& facts) {
   return PromiseAnswer::kGrant;
 }
 
+bool TakesHandOffNotice(const NoticeFacts& facts) {
+  if (!facts.replica || facts.busy) return false;
+  return facts.epoch >= facts.known_epoch && facts.epoch >= facts.heard_epoch &&
+         facts.epoch >= facts.promised;
+}
+
 bool ShouldHandBack(const HandBackFacts& facts, absl::Duration ttl) {
   return facts.serving && !facts.moving && facts.first_is_peer &&
          facts.first_silent_for <= Tick(ttl) * 2 && facts.first_live_for >= ttl &&

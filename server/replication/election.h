@@ -57,6 +57,25 @@ enum class PromiseAnswer {
 
 PromiseAnswer DecidePromise(const PromiseFacts& facts);
 
+// What a replica knows when a leader's notice says that it handed the
+// shard to this replica (docs/replication.md §6).
+struct NoticeFacts {
+  uint64_t epoch = 0;        // The notice's: the epoch of the leader that handed over.
+  bool replica = false;      // It holds the shard, under a valid lease.
+  bool busy = false;         // It leads the shard, or an election for it is under way.
+  uint64_t known_epoch = 0;  // The latest epoch it knows of the shard.
+  uint64_t heard_epoch = 0;  // The epoch of the last append it accepted.
+  uint64_t promised = 0;     // The highest epoch it has promised.
+};
+
+// Whether the replica takes the notice: the shard then has no leader, and
+// it stands at once. The notice is only a hint (the election still needs
+// etcd to name no leader, and a majority's promises), so a late one is
+// ignored rather than acted on: one older than a leader the replica
+// knows of, or than an epoch it promised another candidate, whom
+// standing now would fence.
+bool TakesHandOffNotice(const NoticeFacts& facts);
+
 // What a leader knows of the shard's first voter (its preferred leader),
 // when it is not that voter itself.
 struct HandBackFacts {

@@ -70,6 +70,55 @@ TEST(DecidePromiseTest, GrantsOnlyAVoterThatNeitherLeadsNorIsStickyNorPromisedLa
   EXPECT_EQ(DecidePromise(learner), PromiseAnswer::kNotVoter);
 }
 
+TEST(TakesHandOffNoticeTest, ATargetTakesANoticeAsRecentAsAllItKnowsOfTheShard) {
+  NoticeFacts facts;
+  facts.epoch = 7;
+  facts.replica = true;
+  facts.known_epoch = 7;
+  facts.heard_epoch = 7;
+  facts.promised = 7;
+  EXPECT_TRUE(TakesHandOffNotice(facts));
+  // The leader that handed over is the last the target heard of, and the
+  // shard's epoch is still the one it wrote.
+  NoticeFacts older_leader = facts;
+  older_leader.known_epoch = 5;
+  older_leader.heard_epoch = 6;
+  older_leader.promised = 6;
+  EXPECT_TRUE(TakesHandOffNotice(older_leader));
+}
+
+TEST(TakesHandOffNoticeTest, ALateNoticeIsIgnored) {
+  NoticeFacts facts;
+  facts.epoch = 7;
+  facts.replica = true;
+  facts.known_epoch = 7;
+  facts.heard_epoch = 7;
+  facts.promised = 7;
+  // A later leader was named in etcd, or appended here.
+  NoticeFacts named_later = facts;
+  named_later.known_epoch = 8;
+  EXPECT_FALSE(TakesHandOffNotice(named_later));
+  NoticeFacts heard_later = facts;
+  heard_later.heard_epoch = 8;
+  EXPECT_FALSE(TakesHandOffNotice(heard_later));
+  // Another candidate asked for epoch 8: standing for 9 now would fence it.
+  NoticeFacts promised_later = facts;
+  promised_later.promised = 8;
+  EXPECT_FALSE(TakesHandOffNotice(promised_later));
+}
+
+TEST(TakesHandOffNoticeTest, OnlyAnIdleReplicaOfTheShardTakesANotice) {
+  NoticeFacts facts;
+  facts.epoch = 7;
+  facts.replica = true;
+  NoticeFacts busy = facts;
+  busy.busy = true;
+  EXPECT_FALSE(TakesHandOffNotice(busy));
+  NoticeFacts not_replica = facts;
+  not_replica.replica = false;
+  EXPECT_FALSE(TakesHandOffNotice(not_replica));
+}
+
 TEST(ShouldHandBackTest, OnceTheFirstVoterHasAnsweredSteadilyForALease) {
   HandBackFacts facts;
   facts.serving = true;

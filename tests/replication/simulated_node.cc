@@ -112,12 +112,14 @@ void Simulation::HandOffTo(uint32_t node, uint32_t s, uint32_t to, const std::st
 void Simulation::OnHandOffNotice(const Message& m) {
   const uint32_t node = m.to, s = m.shard;
   Replica& r = nodes_[node].shards[s];
-  // A later leader than the notice's is known here, or a later epoch was
-  // promised to another candidate: it is stale.
-  if (!LeaseValid(node) || !r.holds || r.leading || r.phase != Phase::kNone || m.epoch < r.epoch ||
-      r.heard_epoch > m.epoch || r.promised > m.epoch) {
-    return;
-  }
+  core::NoticeFacts facts;
+  facts.epoch = m.epoch;
+  facts.replica = LeaseValid(node) && r.holds;
+  facts.busy = r.leading || r.phase != Phase::kNone;
+  facts.known_epoch = r.epoch;
+  facts.heard_epoch = r.heard_epoch;
+  facts.promised = r.promised;
+  if (!core::TakesHandOffNotice(facts)) return;
   r.handoff = static_cast<int32_t>(node);
   r.handoff_epoch = m.epoch;
   if (r.leader >= 0) r.leaderless_since = now_;
