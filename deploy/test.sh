@@ -51,9 +51,12 @@ rm -f "$image_log"
 step_done "waited for the image's base"
 cd "${DEDUP_BUILD_DIR:-build}"
 # The replication core's rules and simulations are pure computation with
-# no clock, ports or processes: they run two at a time. Everything else
-# runs one at a time, since process tests measure time and share ports.
+# no clock, ports or processes, and the storage tests use temp directories
+# alone: they run two at a time. Everything else runs one at a time, since
+# process tests measure time and share ports.
 ctest --output-on-failure --timeout 300 -L simulation -j "$(nproc)"
 step_done "ran the simulation tests"
-ctest --output-on-failure --timeout 300 -LE simulation
+ctest --output-on-failure --timeout 300 -L storage -j "$(nproc)"
+step_done "ran the storage tests"
+ctest --output-on-failure --timeout 300 -LE 'simulation|storage'
 step_done "ran the rest of the suite"
