@@ -47,6 +47,7 @@ NodeConnection::Options ConnectionOptions(const ClientOptions& options,
   connection.batch_window = options.batch_window;
   connection.max_batch = options.max_batch;
   connection.max_batches_in_flight = options.max_batches_in_flight;
+  connection.max_reconnect_backoff = options.max_reconnect_backoff;
   return connection;
 }
 

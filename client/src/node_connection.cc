@@ -1,5 +1,6 @@
 #include "node_connection.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "completion_thread.h"
@@ -9,15 +10,32 @@
 
 namespace dedup::client {
 
+namespace {
+
+std::shared_ptr<grpc::Channel> Channel(const std::string& address,
+                                       const NodeConnection::Options& options) {
+  grpc::ChannelArguments arguments;
+  if (options.max_reconnect_backoff > absl::ZeroDuration()) {
+    const int max_ms = static_cast<int>(absl::ToInt64Milliseconds(options.max_reconnect_backoff));
+    arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_ms);
+    // gRPC's first wait is a second, which would be the longest one too.
+    arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(max_ms, 100));
+  }
+  return grpc::CreateCustomChannel(
+      address,
+      options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials(),
+      arguments);
+}
+
+}  // namespace
+
 NodeConnection::NodeConnection(std::string address, const Options& options, Scheduler* scheduler,
                                LiveCalls* live)
     : address_(std::move(address)),
       clock_(scheduler->clock()),
       live_calls_(live),
       completions_(options.completions),
-      channel_(grpc::CreateChannel(address_, options.credentials != nullptr
-                                                 ? options.credentials
-                                                 : grpc::InsecureChannelCredentials())),
+      channel_(Channel(address_, options)),
       stub_(v1::Dedup::NewStub(channel_)),
       health_(grpc::health::v1::Health::NewStub(channel_)) {
   if (options.coalesce) {

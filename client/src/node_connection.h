@@ -24,6 +24,7 @@ class NodeConnection {
     absl::Duration batch_window;
     int max_batch = 64;
     int max_batches_in_flight = 4;
+    absl::Duration max_reconnect_backoff;  // Zero: gRPC's default.
     // Required: the queue of a CompletionThread, where every call of the
     // connection completes; it must outlive the connection.
     grpc::CompletionQueue* completions = nullptr;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
+#include "server/cluster/cluster_channel.h"
 
 namespace dedup::server::cluster {
 namespace {
@@ -34,7 +35,7 @@ EtcdClient::EtcdClient(const EtcdOptions& options) : call_timeout_(options.call_
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials();
   for (const std::string& endpoint : options.endpoints) {
-    std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(endpoint, credentials);
+    std::shared_ptr<grpc::Channel> channel = ClusterChannel(endpoint, credentials);
     members_.push_back(Member{endpoint, etcdserverpb::KV::NewStub(channel),
                               etcdserverpb::Lease::NewStub(channel)});
   }

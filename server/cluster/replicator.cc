@@ -3,6 +3,7 @@
 
 #include "server/cluster/replicator.h"
 
+#include "server/cluster/cluster_channel.h"
 #include "server/cluster/replicator_internal.h"
 
 namespace dedup::server::cluster {
@@ -78,7 +79,7 @@ std::shared_ptr<rv1::Replication::Stub> Replicator::PeerStub(uint32_t node) {
                                                               ? options_.peer_credentials
                                                               : grpc::InsecureChannelCredentials();
   std::shared_ptr<rv1::Replication::Stub> stub =
-      rv1::Replication::NewStub(grpc::CreateChannel(addresses_[node], credentials));
+      rv1::Replication::NewStub(ClusterChannel(addresses_[node], credentials));
   stubs_[node] = stub;
   return stub;
 }

@@ -40,6 +40,12 @@ struct ClientOptions {
   // the deadline allows.
   absl::Duration initial_backoff = absl::Milliseconds(10);
   absl::Duration max_backoff = absl::Milliseconds(500);
+  // The longest wait between attempts to connect to a node that refuses
+  // (a node that is down). gRPC's own is two minutes: a node down for a
+  // minute would then be connected to again up to a minute after it was
+  // back, and the calls for the shards it leads again would fail
+  // meanwhile. Zero: gRPC's default.
+  absl::Duration max_reconnect_backoff = absl::Seconds(1);
   // Coalescing: calls from any thread travel as batches on a shared Stream,
   // much as Nagle's algorithm does for TCP. A call that finds fewer than
   // `max_batches_in_flight` batches in the air leaves at once; calls made
