@@ -17,12 +17,14 @@
 // How long that takes, and the longest call, are printed, not held to
 // (bench/failover measures failover; these tests are about what happens).
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/examples/payment_pipeline.h"
@@ -39,7 +41,14 @@ namespace {
 
 // How long each cut lasts: well past the time its shards need to be led
 // elsewhere, so that the cut-off node also meets what comes after.
-constexpr absl::Duration kCut = absl::Seconds(10);
+// DEDUP_PARTITION_CUT_SECONDS sets another: after a longer cut, TCP waits
+// longer before it resends what the cut held.
+absl::Duration CutLength() {
+  const char* text = std::getenv("DEDUP_PARTITION_CUT_SECONDS");
+  int seconds = 0;
+  if (text == nullptr || !absl::SimpleAtoi(text, &seconds) || seconds <= 0) seconds = 10;
+  return absl::Seconds(seconds);
+}
 
 class PartitionTest : public NetworkExperimentTest {
  protected:
@@ -115,13 +124,16 @@ TEST_F(PartitionTest, ALeaderCutOffFromItsPeersOrEtcdGivesUpItsShardsAndLosesNot
     ASSERT_TRUE(made.ok()) << made;
     // A failure is recorded, and the other cuts still run.
     AwaitEveryShardLedOutside({victim}, cut_wall);
-    absl::SleepFor(std::max(absl::ZeroDuration(), cut_wall + kCut - absl::Now()));
+    absl::SleepFor(std::max(absl::ZeroDuration(), cut_wall + CutLength() - absl::Now()));
     const absl::Status healed = lab_->Heal(victim);
     ASSERT_TRUE(healed.ok()) << healed;
     PrintCalls(absl::StrCat("calls sent during the cut (", cut.name, ")"), cut_at, SteadyNow());
     ASSERT_FALSE(HasFailure());
     // Healed, the node catches up and the clients that route to it meet it.
+    const absl::Time healed_at = absl::Now();
     ASSERT_NO_FATAL_FAILURE(AwaitCaughtUpUnderLoad());
+    std::cout << "caught up " << absl::Now() - healed_at << " after the heal (" << cut.name << ", "
+              << CutLength() << ")\n";
   }
 
   // A call already waiting on the victim when its packets stopped waits
