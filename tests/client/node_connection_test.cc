@@ -38,35 +38,14 @@ TEST(NodeConnectionTest, ANodeBackAfterManyRefusedAttemptsIsReachedWithinTheLong
     v1::QueryResponse response;
     return connection->stub()->Query(&context, request, &response);
   };
-  const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while (port.attempts() < 6 && absl::Now() < give_up) {
-    call();
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  ASSERT_GE(port.attempts(), 6) << "the connection stopped trying to connect";
-
-  port.Release();
-  v1::Dedup::Service service;  // Answers UNIMPLEMENTED: being reached is enough.
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(port.address(), grpc::InsecureServerCredentials());
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr) << "could not listen on " << port.address() << " again";
-  const absl::Time back = absl::Now();
-  grpc::Status status = call();
-  while (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-         absl::Now() - back < absl::Seconds(30)) {
-    absl::SleepFor(absl::Milliseconds(5));
-    status = call();
-  }
-  const absl::Duration took = absl::Now() - back;
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+  const absl::StatusOr<test::Reconnection> seen = test::RefuseThenServe(port, 6, call);
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_EQ(seen->last.error_code(), grpc::StatusCode::UNIMPLEMENTED) << seen->last.error_message();
   // The longest wait, jittered by up to 20%, and the connection itself.
-  EXPECT_LE(took, ClientOptions().max_reconnect_backoff * 1.2 + absl::Milliseconds(500))
-      << "after " << port.attempts() << " refused attempts";
+  EXPECT_LE(seen->took, ClientOptions().max_reconnect_backoff * 1.2 + absl::Milliseconds(500))
+      << "after " << seen->refused << " refused attempts";
   connection.reset();
   live.WaitForNone();
-  server->Shutdown();
 }
 
 }  // namespace

@@ -70,13 +70,19 @@ TEST(DecidePromiseTest, GrantsOnlyAVoterThatNeitherLeadsNorIsStickyNorPromisedLa
   EXPECT_EQ(DecidePromise(learner), PromiseAnswer::kNotVoter);
 }
 
-TEST(TakesHandOffNoticeTest, ATargetTakesANoticeAsRecentAsAllItKnowsOfTheShard) {
+// An idle replica told of a hand-off at epoch 7, knowing of nothing later.
+NoticeFacts NoticeAtSeven() {
   NoticeFacts facts;
   facts.epoch = 7;
   facts.replica = true;
   facts.known_epoch = 7;
   facts.heard_epoch = 7;
   facts.promised = 7;
+  return facts;
+}
+
+TEST(TakesHandOffNoticeTest, ATargetTakesANoticeAsRecentAsAllItKnowsOfTheShard) {
+  const NoticeFacts facts = NoticeAtSeven();
   EXPECT_TRUE(TakesHandOffNotice(facts));
   // The leader that handed over is the last the target heard of, and the
   // shard's epoch is still the one it wrote.
@@ -88,12 +94,7 @@ TEST(TakesHandOffNoticeTest, ATargetTakesANoticeAsRecentAsAllItKnowsOfTheShard) 
 }
 
 TEST(TakesHandOffNoticeTest, ALateNoticeIsIgnored) {
-  NoticeFacts facts;
-  facts.epoch = 7;
-  facts.replica = true;
-  facts.known_epoch = 7;
-  facts.heard_epoch = 7;
-  facts.promised = 7;
+  const NoticeFacts facts = NoticeAtSeven();
   // A later leader was named in etcd, or appended here.
   NoticeFacts named_later = facts;
   named_later.known_epoch = 8;
@@ -108,9 +109,7 @@ TEST(TakesHandOffNoticeTest, ALateNoticeIsIgnored) {
 }
 
 TEST(TakesHandOffNoticeTest, OnlyAnIdleReplicaOfTheShardTakesANotice) {
-  NoticeFacts facts;
-  facts.epoch = 7;
-  facts.replica = true;
+  const NoticeFacts facts = NoticeAtSeven();
   NoticeFacts busy = facts;
   busy.busy = true;
   EXPECT_FALSE(TakesHandOffNotice(busy));

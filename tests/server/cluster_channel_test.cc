@@ -16,8 +16,6 @@
 namespace dedup::server::cluster {
 namespace {
 
-constexpr int kRefusedAttempts = 6;
-
 TEST(ClusterChannelTest, APeerBackAfterManyRefusedAttemptsIsReachedWithinTheLongestBackOff) {
   test::ClosingPort port;
   ASSERT_NE(port.port(), 0) << "no port to listen on";
@@ -41,36 +39,14 @@ TEST(ClusterChannelTest, APeerBackAfterManyRefusedAttemptsIsReachedWithinTheLong
     v1::QueryResponse response;
     return stub.Query(&context, request, &response);
   };
-  const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while (port.attempts() < kRefusedAttempts && absl::Now() < give_up) {
-    call();
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  ASSERT_GE(port.attempts(), kRefusedAttempts) << "the channel stopped trying to connect";
-
-  // The peer is back.
-  port.Release();
-  v1::Dedup::Service service;  // Answers UNIMPLEMENTED: being reached is enough.
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(port.address(), grpc::InsecureServerCredentials());
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr) << "could not listen on " << port.address() << " again";
-  const absl::Time back = absl::Now();
-  grpc::Status status = call();
-  while (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-         absl::Now() - back < absl::Seconds(30)) {
-    absl::SleepFor(absl::Milliseconds(5));
-    status = call();
-  }
-  const absl::Duration took = absl::Now() - back;
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
-  // The longest wait, jittered by up to 20%, and the connection itself.
-  EXPECT_LE(took, kMaxReconnectBackoff * 1.2 + absl::Milliseconds(500))
-      << "after " << port.attempts() << " refused attempts";
-  server->Shutdown();
+  const absl::StatusOr<test::Reconnection> seen = test::RefuseThenServe(port, 6, call);
   queue.Shutdown();
   poller.join();
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_EQ(seen->last.error_code(), grpc::StatusCode::UNIMPLEMENTED) << seen->last.error_message();
+  // The longest wait, jittered by up to 20%, and the connection itself.
+  EXPECT_LE(seen->took, kMaxReconnectBackoff * 1.2 + absl::Milliseconds(500))
+      << "after " << seen->refused << " refused attempts";
 }
 
 }  // namespace
