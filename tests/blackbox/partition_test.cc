@@ -142,6 +142,45 @@ TEST_F(PartitionTest, ALeaderCutOffFromItsPeersOrEtcdGivesUpItsShardsAndLosesNot
   FinishWithoutDoubleCharges(load, watch);
 }
 
+// A cut longer than the cluster channels' keepalive (10 s, then 3 s for
+// the answer; server/cluster/cluster_channel.h): the connections into the
+// cut-off node freeze, and TCP resends what they hold later and later
+// (after 30 s, its next resend is about 20 s off). Keepalive closes them
+// during the cut, and the next calls connect anew once it heals, so the
+// node must have caught up within a few seconds of the heal. Against a
+// build whose channels had no keepalive, a 60-s cut took 49 and 51 s
+// (bench/RESULTS.md, "A node cut off for a minute, healed").
+TEST_F(PartitionTest, ANodeCutOffLongerThanTheKeepaliveCatchesUpSoonAfterTheHeal) {
+  constexpr absl::Duration kLongCut = absl::Seconds(30);
+  constexpr absl::Duration kSoon = absl::Seconds(10);
+  ASSERT_NO_FATAL_FAILURE(StartLabCluster());
+  LeaderWatch watch(cluster_.get());
+  FieldLoad load(client_.get(), Payments("long-cut"));
+  ASSERT_NO_FATAL_FAILURE(AwaitProgress(200));
+  const int victim = ReplicatedCluster::BusiestLeader(cluster_->Leaders());
+  ASSERT_GE(victim, 0);
+  std::vector<int> peers;
+  for (int node : {0, 1, 2}) {
+    if (node != victim) peers.push_back(node);
+  }
+  const absl::Time cut_wall = absl::Now();
+  const absl::Status made = lab_->CutOff(victim, peers);
+  ASSERT_TRUE(made.ok()) << made;
+  AwaitEveryShardLedOutside({victim}, cut_wall);
+  absl::SleepFor(std::max(absl::ZeroDuration(), cut_wall + kLongCut - absl::Now()));
+  const absl::Status healed = lab_->Heal(victim);
+  ASSERT_TRUE(healed.ok()) << healed;
+  const absl::Time healed_at = absl::Now();
+  const absl::Status caught_up = cluster_->WaitForFullReplication(kCatchUp, kBehindUnderLoad);
+  const absl::Duration took = absl::Now() - healed_at;
+  std::cout << "node " << victim << ", cut off from its peers for " << kLongCut << ", caught up "
+            << took << " after the heal\n";
+  EXPECT_TRUE(caught_up.ok()) << caught_up;
+  EXPECT_LE(took, kSoon) << "node " << victim << " was not reached again soon after the heal";
+  ASSERT_NO_FATAL_FAILURE(AwaitProgress(200));
+  FinishWithoutDoubleCharges(load, watch);
+}
+
 // Every node drops 5% of the packets it sends, at random, for the whole
 // run: to its peers, to etcd and to the clients. TCP resends them, late;
 // leases, heartbeats and calls must ride that out without losing or
