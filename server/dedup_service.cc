@@ -39,7 +39,8 @@ DedupService::DedupService(storage::Store* store, WorkerPool* pool, WorkerPool* 
       translator_(std::move(translator)),
       limits_(limits),
       execution_(execution),
-      tenants_({limits.max_open_streams_per_identity, limits.max_queued_tasks_per_identity}) {}
+      tenants_({limits.max_open_streams_per_identity, limits.max_queued_tasks_per_identity,
+                limits.max_operations_per_second_per_identity}) {}
 
 grpc::Status AbandonedStatus(grpc::CallbackServerContext* context) {
   if (context->deadline() <= std::chrono::system_clock::now()) {
@@ -59,9 +60,8 @@ std::string TenantName(const Caller& caller) {
   return absl::StrCat("identity '", caller.identity, "'");
 }
 
-grpc::Status SubmitTo(WorkerPool* pool, std::function<void()> task,
-                      WorkerPool::Lane lane = WorkerPool::Lane::kNormal) {
-  switch (pool->Submit(std::move(task), lane)) {
+grpc::Status FromAdmission(WorkerPool::Admission admission) {
+  switch (admission) {
     case WorkerPool::Admission::kQueued:
       return grpc::Status::OK;
     case WorkerPool::Admission::kFull:
@@ -70,6 +70,10 @@ grpc::Status SubmitTo(WorkerPool* pool, std::function<void()> task,
       break;
   }
   return ShuttingDownStatus();
+}
+
+grpc::Status SubmitTo(WorkerPool* pool, std::function<void()> task) {
+  return FromAdmission(pool->Submit(std::move(task)));
 }
 
 }  // namespace
@@ -82,14 +86,26 @@ void DedupService::TaskSlot::Release() {
 
 grpc::Status DedupService::Submit(const Caller& caller, uint64_t operations,
                                   std::function<void(TaskSlot&)> task) {
-  return Run(caller, tenants_.StartTask(caller.tenant, operations), std::move(task));
+  return Run(caller, Admit(caller, operations), std::move(task));
+}
+
+DedupService::Admission DedupService::Admit(const Caller& caller, uint64_t operations) {
+  const auto now = std::chrono::steady_clock::now();
+  const TenantQuota::TaskStart start = tenants_.StartTask(caller.tenant, operations, now);
+  if (start == TenantQuota::TaskStart::kRefused) return {start, std::nullopt};
+  const auto paced = tenants_.Pace(caller.tenant, operations, now);
+  if (!paced) {
+    tenants_.FinishTask(caller.tenant);
+    return {TenantQuota::TaskStart::kRefused, std::nullopt, /*over_rate=*/true};
+  }
+  if (*paced > now) return {start, *paced};
+  return {start, std::nullopt};
 }
 
 grpc::Status DedupService::SubmitBatch(const Caller& caller,
                                        std::shared_ptr<const v1::BatchRequest> request,
                                        BatchAnswer answer) {
-  const TenantQuota::TaskStart start =
-      tenants_.StartTask(caller.tenant, request->operations_size());
+  const Admission start = Admit(caller, request->operations_size());
   std::shared_ptr<PreparedBatch> prepared;
   if (AppendsOnReadingThread(start)) {
     prepared = std::make_shared<PreparedBatch>(PrepareBatch(*request, caller));
@@ -113,12 +129,12 @@ grpc::Status DedupService::SubmitBatch(const Caller& caller,
   });
 }
 
-bool DedupService::AppendsOnReadingThread(TenantQuota::TaskStart start) const {
+bool DedupService::AppendsOnReadingThread(const Admission& admission) const {
   // The log append waits for no disk, in either durability
   // (server_settings.cc).
   return replicator_ != nullptr && execution_ == Execution::kInline &&
-         start != TenantQuota::TaskStart::kRefused &&
-         start != TenantQuota::TaskStart::kBeyondShare && !store_->WritesStalled();
+         admission.start == TenantQuota::TaskStart::kShare && !admission.not_before &&
+         !store_->WritesStalled();
 }
 
 bool DedupService::TryApplyOnReadingThread(const Caller& caller,
@@ -133,9 +149,17 @@ bool DedupService::TryApplyOnReadingThread(const Caller& caller,
       });
 }
 
-grpc::Status DedupService::Run(const Caller& caller, TenantQuota::TaskStart start,
+grpc::Status DedupService::Run(const Caller& caller, const Admission& admission,
                                std::function<void(TaskSlot&)> task) {
-  if (start == TenantQuota::TaskStart::kRefused) {
+  if (admission.over_rate) {
+    metrics_->CountTaskOverRate();
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("limits.max_operations_per_second_per_identity: ",
+                     limits_.max_operations_per_second_per_identity, " operations a second of ",
+                     TenantName(caller), " are booked ahead; retry with backoff"));
+  }
+  if (admission.start == TenantQuota::TaskStart::kRefused) {
     return grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
         absl::StrCat(
@@ -145,29 +169,32 @@ grpc::Status DedupService::Run(const Caller& caller, TenantQuota::TaskStart star
   // Work beyond a tenant's share runs at the lowest CPU priority, so that
   // it takes little of the CPU that other tenants' calls want
   // (design.md §10).
-  const bool yielding = start == TenantQuota::TaskStart::kBeyondShare;
+  const bool yielding = admission.start == TenantQuota::TaskStart::kBeyondShare;
   // A replicated node's calls wait for their followers: there, only the
   // calls AppendsOnReadingThread admits run without a worker.
   if (execution_ == Execution::kInline && replicator_ == nullptr && !yielding &&
-      !store_->WritesStalled()) {
+      !admission.not_before && !store_->WritesStalled()) {
     TaskSlot slot(this, caller.tenant, /*yielding=*/false);
     task(slot);
     slot.Release();
     return grpc::Status::OK;
   }
-  const grpc::Status queued = SubmitTo(
-      pool_,
-      [this, tenant = caller.tenant, yielding, task = std::move(task)] {
-        TaskSlot slot(this, tenant, yielding);
-        task(slot);
-        slot.Release();
-      },
-      yielding ? WorkerPool::Lane::kYielding : WorkerPool::Lane::kNormal);
+  auto run = [this, tenant = caller.tenant, yielding, task = std::move(task)] {
+    TaskSlot slot(this, tenant, yielding);
+    task(slot);
+    slot.Release();
+  };
+  const WorkerPool::Lane lane = yielding ? WorkerPool::Lane::kYielding : WorkerPool::Lane::kNormal;
+  // A task of a tenant ahead of its rate waits in the pool until its time.
+  const grpc::Status queued = FromAdmission(
+      admission.not_before ? pool_->SubmitAt(std::move(run), lane, *admission.not_before)
+                           : pool_->Submit(std::move(run), lane));
   if (!queued.ok()) {
     tenants_.FinishTask(caller.tenant);
-  } else if (yielding) {
-    metrics_->CountTaskBeyondShare();
+    return queued;
   }
+  if (yielding) metrics_->CountTaskBeyondShare();
+  if (admission.not_before) metrics_->CountTaskPaced();
   return queued;
 }
 
@@ -334,7 +361,7 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
     if (result.ok()) fill(*result, response);
     FinishAfterSync(ToGrpcStatus(result.status()), finish);
   };
-  const TenantQuota::TaskStart started = tenants_.StartTask(caller->tenant, 1);
+  const Admission started = Admit(*caller, 1);
   if (AppendsOnReadingThread(started) &&
       TryApplyOnReadingThread(
           *caller, absl::MakeConstSpan(shared_op.get(), 1), std::numeric_limits<size_t>::max(),
@@ -414,8 +441,7 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
     FinishAfterSync(grpc::Status::OK,
                     [finish, ns](const grpc::Status& status) { finish(ns, status); });
   };
-  const TenantQuota::TaskStart started =
-      tenants_.StartTask(caller->tenant, request->operations_size());
+  const Admission started = Admit(*caller, request->operations_size());
   std::shared_ptr<PreparedBatch> prepared;
   if (AppendsOnReadingThread(started)) {
     prepared = std::make_shared<PreparedBatch>(PrepareBatch(*request, *caller));

@@ -227,16 +227,25 @@ class DedupService final : public v1::Dedup::CallbackService {
   std::string FinishBatch(const v1::BatchRequest& request, PreparedBatch* prepared,
                           std::vector<absl::StatusOr<storage::OpResult>> applied,
                           v1::BatchResponse* response);
-  // Submit, for a task whose tenant has started it (TenantQuota::StartTask).
-  grpc::Status Run(const Caller& caller, TenantQuota::TaskStart start,
+  // How a storage task of `operations` was admitted for its tenant: its
+  // start (TenantQuota::StartTask) and, when its tenant is ahead of its
+  // rate (TenantQuota::Pace), the time it may run. Refused (kRefused) past
+  // the tenant's tasks, or with `over_rate` past its rate.
+  struct Admission {
+    TenantQuota::TaskStart start;
+    std::optional<std::chrono::steady_clock::time_point> not_before;
+    bool over_rate = false;
+  };
+  Admission Admit(const Caller& caller, uint64_t operations);
+  // Submit, for a task admitted as `admission`.
+  grpc::Status Run(const Caller& caller, const Admission& admission,
                    std::function<void(TaskSlot&)> task);
-  // Whether a call whose tenant started it as `start` is decided and
-  // appended on the gRPC thread that read it, and answered by the
-  // replication thread that sees its commit, so that no thread waits for
-  // the followers: on a replicated node in inline execution, within the
-  // tenant's share, while RocksDB does not stall writes. Otherwise it goes
-  // to Run.
-  bool AppendsOnReadingThread(TenantQuota::TaskStart start) const;
+  // Whether a call admitted as `admission` is decided and appended on the
+  // gRPC thread that read it, and answered by the replication thread that
+  // sees its commit, so that no thread waits for the followers: on a
+  // replicated node in inline execution, within the tenant's share and
+  // rate, while RocksDB does not stall writes. Otherwise it goes to Run.
+  bool AppendsOnReadingThread(const Admission& admission) const;
   // Store::TryApplyAsync for such a call: `done` gets the answers of
   // `ops` once the tenant's slot is given back, on a thread that may call
   // into gRPC. Returns false, having done nothing, when another call holds

@@ -68,6 +68,11 @@ struct ServerLimits {
   // tenants are still served.
   uint32_t max_open_streams_per_identity = 32;
   uint32_t max_queued_tasks_per_identity = 256;
+  // Operations (a unary call is one, a Batch or a Stream batch one per
+  // item) one authenticated identity may start a second; 0: no rate. Ahead
+  // of it, a call waits for its time (up to half a second), past that it
+  // is refused RESOURCE_EXHAUSTED (tenant_quota.h).
+  uint32_t max_operations_per_second_per_identity = 0;
 };
 
 }  // namespace dedup::server

@@ -200,6 +200,23 @@ Metrics::Metrics(const std::vector<std::string>& declared, size_t max_namespace_
                                  "queued to run at the lowest CPU priority.")
                              .Register(*registry_)
                              .Add({});
+  tasks_paced_ = &BuildCounter()
+                      .Name("dedup_tasks_paced_total")
+                      .Help(
+                          "Calls, Batches and Stream messages of an identity ahead of "
+                          "limits.max_operations_per_second_per_identity, held until their "
+                          "time to run.")
+                      .Register(*registry_)
+                      .Add({});
+  tasks_over_rate_ = &BuildCounter()
+                          .Name("dedup_tasks_over_rate_total")
+                          .Help(
+                              "Calls, Batches and Stream messages of an identity refused "
+                              "RESOURCE_EXHAUSTED, since they would have waited more than "
+                              "half a second for their time under "
+                              "limits.max_operations_per_second_per_identity.")
+                          .Register(*registry_)
+                          .Add({});
   tls_handshake_failures_ = &BuildCounter()
                                  .Name("dedup_tls_handshake_failures_total")
                                  .Help(

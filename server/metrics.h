@@ -84,6 +84,11 @@ class Metrics {
   // dedup_tasks_beyond_share_total: one task of a tenant queued to run at
   // the lowest CPU priority, beyond its share (tenant_quota.h).
   void CountTaskBeyondShare() { tasks_beyond_share_->Increment(); }
+  // dedup_tasks_paced_total: one task of a tenant ahead of its rate queued
+  // to wait for its time; dedup_tasks_over_rate_total: one refused, its
+  // tenant booked too far ahead (tenant_quota.h).
+  void CountTaskPaced() { tasks_paced_->Increment(); }
+  void CountTaskOverRate() { tasks_over_rate_->Increment(); }
   // dedup_tls_handshake_failures_total, from the process's running total
   // (grpc_log.h).
   void RecordTlsHandshakeFailures(uint64_t total);
@@ -151,6 +156,8 @@ class Metrics {
   std::array<prometheus::Counter*, 3> connections_refused_;  // By ConnectionRefusal.
   prometheus::Gauge* connections_open_;
   prometheus::Counter* tasks_beyond_share_;
+  prometheus::Counter* tasks_paced_;
+  prometheus::Counter* tasks_over_rate_;
   prometheus::Counter* tls_handshake_failures_;
   uint64_t tls_handshake_failures_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;
   uint64_t corrupt_records_seen_ ABSL_GUARDED_BY(storage_mu_) = 0;

@@ -145,6 +145,9 @@ absl::Status ResolveStorage(const v1::ServerConfig& config, storage::StoreOption
   return s;
 }
 
+// Far above what one node serves: a rate that can never pace is a mistake.
+constexpr uint32_t kMaxOperationsPerSecond = 100'000'000;
+
 // Takes `value` unless it is 0 (unset), then checks min..max.
 absl::Status ResolveCount(uint32_t value, uint32_t min, uint32_t max, const std::string& field,
                           uint32_t* out) {
@@ -206,6 +209,12 @@ absl::Status ResolveLimits(const v1::LimitsConfig& in, ServerLimits* out) {
     s.Update(ResolveCount(in.max_queued_tasks_per_identity(), 1, 1 << 20,
                           "limits.max_queued_tasks_per_identity",
                           &out->max_queued_tasks_per_identity));
+  }
+  out->max_operations_per_second_per_identity = in.max_operations_per_second_per_identity();
+  if (out->max_operations_per_second_per_identity > kMaxOperationsPerSecond) {
+    s.Update(absl::InvalidArgumentError(absl::StrCat(
+        "limits.max_operations_per_second_per_identity: must be 0 (no rate) to ",
+        kMaxOperationsPerSecond, ", got ", out->max_operations_per_second_per_identity)));
   }
   if (s.ok() && out->max_connection_age_ms > 0 && out->max_connection_age_ms < 1000) {
     return absl::InvalidArgumentError(
@@ -539,7 +548,8 @@ std::string DescribeSettings(const ServerSettings& s) {
       " max_connections_per_address=", s.limits.max_connections_per_address,
       " handshake_timeout_ms=", s.limits.handshake_timeout_ms,
       " max_open_streams_per_identity=", s.limits.max_open_streams_per_identity,
-      " max_queued_tasks_per_identity=", s.limits.max_queued_tasks_per_identity);
+      " max_queued_tasks_per_identity=", s.limits.max_queued_tasks_per_identity,
+      " max_operations_per_second_per_identity=", s.limits.max_operations_per_second_per_identity);
 }
 
 }  // namespace dedup::server

@@ -1,5 +1,7 @@
 #include "server/tenant_quota.h"
 
+#include <algorithm>
+
 namespace dedup::server {
 
 bool TenantQuota::TryOpenStream(const std::string& tenant) {
@@ -74,6 +76,25 @@ void TenantQuota::FinishTask(const std::string& tenant) {
   if (it == held_.end() || it->second.tasks == 0) return;
   --it->second.tasks;
   Tidy(tenant);
+}
+
+std::optional<std::chrono::steady_clock::time_point> TenantQuota::Pace(
+    const std::string& tenant, uint64_t operations, std::chrono::steady_clock::time_point now) {
+  if (tenant.empty() || limits_.max_operations_per_second == 0) return now;
+  const auto cost =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(
+          static_cast<double>(operations) / limits_.max_operations_per_second));
+  absl::MutexLock lock(&mu_);
+  if (paid_until_.size() >= sweep_at_) {
+    absl::erase_if(paid_until_, [now](const auto& entry) { return entry.second <= now; });
+    sweep_at_ = std::max<size_t>(64, 2 * paid_until_.size());
+  }
+  auto& paid_until = paid_until_.try_emplace(tenant, now).first->second;
+  const auto paid = std::max(paid_until, now);
+  const auto start = std::max(now, paid - std::chrono::steady_clock::duration(kRateBurst));
+  if (start - now > kMaxRateWait) return std::nullopt;
+  paid_until = paid + cost;
+  return start;
 }
 
 size_t TenantQuota::tenants() const {

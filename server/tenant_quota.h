@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -29,13 +30,26 @@ namespace dedup::server {
 // work to a lighter one, not only the work beside its first call. Alone
 // on a server, a tenant's every task is within its share.
 //
+// And it paces a tenant with a rate of operations (Limits::
+// max_operations_per_second, none by default): each task is charged its
+// operations when it starts, and told when it may run so that the tenant
+// keeps to its rate over time (the generic cell rate algorithm: a tenant
+// may run ahead of its rate by kRateBurst, and a task that would wait
+// longer than kMaxRateWait is refused). A rate holds a tenant to a fixed
+// share of the server's CPU and storage, whatever else runs; the shares
+// above adapt to who is active but cannot keep a flood's work from the
+// cores (bench/RESULTS.md, "A rate per identity").
+//
 // Thread-safe. Tenants holding nothing take no memory beyond their names,
-// kept until a task starts two windows after their last one.
+// kept until a task starts two windows after their last one, and their
+// paced time, kept until it has passed.
 class TenantQuota {
  public:
   struct Limits {
     uint32_t max_open_streams = 32;
     uint32_t max_queued_tasks = 256;
+    // Operations a second one tenant may start; 0: not paced.
+    uint32_t max_operations_per_second = 0;
   };
 
   enum class TaskStart {
@@ -52,6 +66,12 @@ class TenantQuota {
   // the active tenants' (over the current window and the one before) is
   // beyond its share: with two tenants, three times the other's.
   static constexpr double kHeavyShare = 1.5;
+  // How far ahead of its rate a paced tenant may run: the operations of
+  // this long at its rate start at once after a pause.
+  static constexpr std::chrono::milliseconds kRateBurst{100};
+  // A paced task that would wait longer than this is refused, so that a
+  // call is not held for longer than clients commonly wait.
+  static constexpr std::chrono::milliseconds kMaxRateWait{500};
 
   explicit TenantQuota(Limits limits) : limits_(limits) {}
 
@@ -69,6 +89,16 @@ class TenantQuota {
                       std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now())
       ABSL_LOCKS_EXCLUDED(mu_);
   void FinishTask(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // When a task of `operations` that `tenant` starts at `now` may run to
+  // keep the tenant within limits().max_operations_per_second: `now` when
+  // it is within its rate (always, without a rate or an identity), a later
+  // time when it is ahead, and nullopt when that time would be more than
+  // kMaxRateWait away. The operations are charged unless nullopt.
+  std::optional<std::chrono::steady_clock::time_point> Pace(
+      const std::string& tenant, uint64_t operations,
+      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now())
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Tenants holding anything now.
   size_t tenants() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -97,6 +127,12 @@ class TenantQuota {
   uint64_t started_sum_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t started_before_sum_ ABSL_GUARDED_BY(mu_) = 0;
   size_t active_tenants_ ABSL_GUARDED_BY(mu_) = 0;
+  // Paced tenants: the time up to which each tenant's charged operations
+  // have paid at its rate. Entries in the past are dropped once the map
+  // has grown to `sweep_at_`.
+  absl::flat_hash_map<std::string, std::chrono::steady_clock::time_point> paid_until_
+      ABSL_GUARDED_BY(mu_);
+  size_t sweep_at_ ABSL_GUARDED_BY(mu_) = 64;
 };
 
 }  // namespace dedup::server

@@ -50,6 +50,11 @@ WorkerPool::WorkerPool(size_t threads, size_t max_queued, std::string name, size
       Run(Lane::kYielding);
     });
   }
+  // Started here, so that it has the creator's priority, not a caller's.
+  timer_ = std::thread([this, name] {
+    storage::NameThisThread(name + "-t");
+    RunTimer();
+  });
 }
 
 WorkerPool::~WorkerPool() { Shutdown(); }
@@ -58,12 +63,48 @@ WorkerPool::Admission WorkerPool::Submit(std::function<void()> task, Lane lane) 
   const bool yielding = lane == Lane::kYielding && has_yielding_lane_;
   absl::MutexLock lock(&mu_);
   if (closed_) return Admission::kShuttingDown;
-  if (tasks_.size() + yielding_tasks_.size() >= max_queued_ ||
-      (yielding && yielding_tasks_.size() >= max_yielding_queued_)) {
-    return Admission::kFull;
-  }
+  if (Full(yielding)) return Admission::kFull;
   (yielding ? yielding_tasks_ : tasks_).push_back(std::move(task));
   return Admission::kQueued;
+}
+
+WorkerPool::Admission WorkerPool::SubmitAt(std::function<void()> task, Lane lane,
+                                           std::chrono::steady_clock::time_point not_before) {
+  if (not_before <= std::chrono::steady_clock::now()) return Submit(std::move(task), lane);
+  const bool yielding = lane == Lane::kYielding && has_yielding_lane_;
+  absl::MutexLock lock(&mu_);
+  if (closed_) return Admission::kShuttingDown;
+  if (Full(yielding)) return Admission::kFull;
+  const auto at = delayed_.emplace(not_before, Delayed{yielding, std::move(task)});
+  if (yielding) ++delayed_yielding_;
+  if (at == delayed_.begin()) timer_woken_ = true;
+  return Admission::kQueued;
+}
+
+bool WorkerPool::Full(bool yielding) const {
+  return tasks_.size() + yielding_tasks_.size() + delayed_.size() >= max_queued_ ||
+         (yielding && yielding_tasks_.size() + delayed_yielding_ >= max_yielding_queued_);
+}
+
+void WorkerPool::RunTimer() {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    while (!delayed_.empty() && (closed_ || delayed_.begin()->first <= now)) {
+      Delayed& due = delayed_.begin()->second;
+      if (due.yielding) --delayed_yielding_;
+      (due.yielding ? yielding_tasks_ : tasks_).push_back(std::move(due.task));
+      delayed_.erase(delayed_.begin());
+    }
+    if (closed_) return;
+    timer_woken_ = false;
+    const absl::Condition woken(&timer_woken_);
+    if (delayed_.empty()) {
+      mu_.Await(woken);
+    } else {
+      mu_.AwaitWithTimeout(woken, absl::FromChrono(delayed_.begin()->first - now));
+    }
+  }
 }
 
 void WorkerPool::Post(std::function<void()> task) {
@@ -78,8 +119,14 @@ void WorkerPool::Post(std::function<void()> task) {
 void WorkerPool::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
-    if (closed_ && threads_.empty() && yielding_threads_.empty()) return;
+    if (closed_ && threads_.empty() && yielding_threads_.empty() && !timer_.joinable()) return;
     closed_ = true;
+    timer_woken_ = true;
+  }
+  // The timer moves every delayed task into its lane before the lanes stop.
+  if (timer_.joinable()) timer_.join();
+  {
+    absl::MutexLock lock(&mu_);
     yielding_stopping_ = true;
   }
   for (std::thread& t : yielding_threads_) {

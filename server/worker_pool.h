@@ -1,9 +1,11 @@
 #ifndef DEDUP_SERVER_WORKER_POOL_H_
 #define DEDUP_SERVER_WORKER_POOL_H_
 
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +58,13 @@ class WorkerPool {
   // lane), and kShuttingDown once Shutdown began.
   Admission Submit(std::function<void()> task, Lane lane = Lane::kNormal);
 
+  // Queues `task` in `lane` to run once `not_before` has come: a task of a
+  // tenant paced by its rate (tenant_quota.h). From now on it counts
+  // against the bounds as a queued task does; Shutdown runs it at once.
+  // The pool's timer thread moves it into its lane when its time comes.
+  Admission SubmitAt(std::function<void()> task, Lane lane,
+                     std::chrono::steady_clock::time_point not_before);
+
   // Runs `task` on a thread of the normal lane, past the bound: for the
   // answer of a task in the yielding lane, and only from one (those tasks
   // are bounded, and Shutdown keeps the normal lane until the yielding
@@ -69,6 +78,17 @@ class WorkerPool {
 
  private:
   void Run(Lane lane);
+  // The timer thread: moves each task of SubmitAt into its lane when its
+  // time comes, and all of them once the pool is closed.
+  void RunTimer();
+  // Whether a task for the yielding lane (`yielding`) would find the bound
+  // reached.
+  bool Full(bool yielding) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  struct Delayed {
+    bool yielding;
+    std::function<void()> task;
+  };
 
   const size_t max_queued_;
   const size_t max_yielding_queued_;
@@ -77,12 +97,20 @@ class WorkerPool {
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   std::deque<std::function<void()>> yielding_tasks_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;  // Submit refuses.
+  // SubmitAt's tasks by their time, and how many of them are for the
+  // yielding lane.
+  std::multimap<std::chrono::steady_clock::time_point, Delayed> delayed_ ABSL_GUARDED_BY(mu_);
+  size_t delayed_yielding_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set when the timer thread must look again: a task became the first of
+  // delayed_, or the pool closed.
+  bool timer_woken_ ABSL_GUARDED_BY(mu_) = false;
   // Each lane's threads return once these are set and their queue is empty.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool yielding_stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Written by the constructor and Shutdown only.
   std::vector<std::thread> threads_;
   std::vector<std::thread> yielding_threads_;
+  std::thread timer_;
 };
 
 }  // namespace dedup::server

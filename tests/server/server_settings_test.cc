@@ -46,6 +46,7 @@ TEST(ServerSettingsTest, LimitsHaveTheirDefaults) {
   EXPECT_EQ(limits.handshake_timeout_ms, 10'000);
   EXPECT_EQ(limits.max_open_streams_per_identity, 32u);
   EXPECT_EQ(limits.max_queued_tasks_per_identity, 256u);
+  EXPECT_EQ(limits.max_operations_per_second_per_identity, 0u) << "no rate";
 }
 
 // Three nodes, each shard on all three, coordinated by etcd.
@@ -110,8 +111,16 @@ TEST(ServerSettingsTest, AZoneIsANameOfLettersDigitsDotsUnderscoresAndDashes) {
 
 TEST(ServerSettingsTest, LimitsAreReadFromTheConfig) {
   absl::StatusOr<ServerSettings> settings =
-      Resolve(R"pb(limits { max_queued_tasks: 7 keepalive_time: "5m" max_stream_batches: 2 })pb");
+      Resolve(R"pb(limits {
+                     max_queued_tasks: 7
+                     keepalive_time: "5m"
+                     max_stream_batches: 2
+                     max_operations_per_second_per_identity: 20000
+                   })pb");
   ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->limits.max_operations_per_second_per_identity, 20000u);
+  EXPECT_THAT(DescribeSettings(*settings),
+              HasSubstr("max_operations_per_second_per_identity=20000"));
   EXPECT_EQ(settings->limits.max_queued_tasks, 7u);
   EXPECT_EQ(settings->limits.keepalive_time_ms, 300'000);
   EXPECT_EQ(settings->limits.max_stream_batches, 2u);
@@ -129,6 +138,10 @@ TEST(ServerSettingsTest, ALimitOutOfRangeIsRefusedNamingIt) {
   settings = Resolve("limits { max_open_streams: 8 max_open_streams_per_identity: 9 }");
   EXPECT_THAT(settings.status().message(),
               HasSubstr("limits.max_open_streams_per_identity: must be 1..8, got 9"));
+  settings = Resolve("limits { max_operations_per_second_per_identity: 100000001 }");
+  EXPECT_THAT(settings.status().message(),
+              HasSubstr("limits.max_operations_per_second_per_identity: must be 0 (no rate) to "
+                        "100000000, got 100000001"));
   settings = Resolve(R"pb(limits { handshake_timeout: "50ms" })pb");
   EXPECT_THAT(settings.status().message(),
               HasSubstr("limits.handshake_timeout: must be at least 100ms"));

@@ -33,14 +33,11 @@
 #include "server/dedup_service.h"
 #include "server/tenant_quota.h"
 #include "server/worker_pool.h"
+#include "tests/server/tenant_server.h"
 #include "tests/server/test_server.h"
 
 namespace dedup::server::test {
 namespace {
-
-constexpr char kNs[] = "orders";
-constexpr char kTokenA[] = "token-of-tenant-a-0123456789abcdef";
-constexpr char kTokenB[] = "token-of-tenant-b-0123456789abcdef";
 
 TEST(TenantQuotaTest, EachTenantHasItsOwnLimitsAndHoldsNothingOnceDone) {
   TenantQuota quota({/*max_open_streams=*/1, /*max_queued_tasks=*/2});
@@ -249,74 +246,6 @@ std::vector<std::string> LowPriorityThreadsOutsideTheYieldingLane() {
 
 // Two tenants by bearer token (plaintext is allowed on loopback), one
 // worker, and small per-identity limits.
-class TenantFairnessTest : public ServerTest {
- protected:
-  void SetUp() override {
-    std::ofstream(tokens_) << "tenant-a sha256:" << Sha256Hex(kTokenA) << "\n"
-                           << "tenant-b sha256:" << Sha256Hex(kTokenB) << "\n";
-    ServerTest::SetUp();
-  }
-
-  std::string Config() const override {
-    return absl::StrCat("durability: 'buffered' execution: '", execution_, "' workers: ", workers_,
-                        " limits { max_open_streams: 16 max_open_streams_per_identity: 4"
-                        " max_queued_tasks_per_identity: 4 }"
-                        " auth { tokens_file: '",
-                        tokens_,
-                        "' grants { identity: 'tenant-a' namespaces: '*' roles: 'claim' }"
-                        " grants { identity: 'tenant-b' namespaces: '*' roles: 'claim' } }");
-  }
-
-  static std::unique_ptr<grpc::ClientContext> ContextOf(const char* token) {
-    std::unique_ptr<grpc::ClientContext> context = NewContext();
-    context->AddMetadata("authorization", absl::StrCat("Bearer ", token));
-    return context;
-  }
-
-  grpc::Status ClaimAs(const char* token, const std::string& key) {
-    return ClaimAs(stub(), token, key);
-  }
-  static grpc::Status ClaimAs(v1::Dedup::Stub& stub, const char* token, const std::string& key) {
-    v1::ClaimResponse response;
-    return stub.Claim(ContextOf(token).get(), ClaimOf(kNs, key, "w"), &response);
-  }
-  // A client on a connection of its own, as another tenant's process has
-  // (the channel argument keeps gRPC from sharing the test's connection).
-  std::unique_ptr<v1::Dedup::Stub> OwnConnection() {
-    grpc::ChannelArguments args;
-    args.SetInt("dedup.test.own_connection", 1);
-    return v1::Dedup::NewStub(
-        grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server_->server().port()),
-                                  grpc::InsecureChannelCredentials(), args));
-  }
-
-  struct OpenStream {
-    std::unique_ptr<grpc::ClientContext> context;
-    std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, v1::BatchResponse>> stream;
-  };
-  // Opens a Stream as `token` and runs one Query through it; OK while the
-  // call stays open.
-  grpc::Status Open(const char* token, OpenStream* open) {
-    open->context = ContextOf(token);
-    open->stream = stub().Stream(open->context.get());
-    v1::BatchRequest batch;
-    *batch.add_operations() = Op(QueryOf(kNs, "k"));
-    v1::BatchResponse response;
-    if (open->stream->Write(batch) && open->stream->Read(&response)) return grpc::Status::OK;
-    open->stream->WritesDone();
-    return open->stream->Finish();
-  }
-  static void Close(OpenStream* open) {
-    open->stream->WritesDone();
-    open->stream->Finish();
-  }
-
-  int workers_ = 1;
-  std::string execution_ = "workers";
-  ::dedup::test::TempDir dir_;
-  std::string tokens_ = dir_.Sub("tokens");
-};
-
 TEST_F(TenantFairnessTest, OneIdentityAtItsStreamLimitLeavesOthersServed) {
   std::vector<OpenStream> held(4);
   for (OpenStream& open : held) ASSERT_THAT(Open(kTokenA, &open), IsOk());
