@@ -86,26 +86,21 @@ void DedupService::TaskSlot::Release() {
 
 grpc::Status DedupService::Submit(const Caller& caller, uint64_t operations,
                                   std::function<void(TaskSlot&)> task) {
-  return Run(caller, Admit(caller, operations), std::move(task));
+  return Run(caller, Admit(caller, operations, TenantQuota::RateWait::kBounded), std::move(task));
 }
 
-DedupService::Admission DedupService::Admit(const Caller& caller, uint64_t operations) {
-  const auto now = std::chrono::steady_clock::now();
-  const TenantQuota::TaskStart start = tenants_.StartTask(caller.tenant, operations, now);
-  if (start == TenantQuota::TaskStart::kRefused) return {start, std::nullopt};
-  const auto paced = tenants_.Pace(caller.tenant, operations, now);
-  if (!paced) {
-    tenants_.FinishTask(caller.tenant);
-    return {TenantQuota::TaskStart::kRefused, std::nullopt, /*over_rate=*/true};
-  }
-  if (*paced > now) return {start, *paced};
-  return {start, std::nullopt};
+DedupService::Admission DedupService::Admit(const Caller& caller, uint64_t operations,
+                                            TenantQuota::RateWait wait) {
+  return {tenants_.Start(caller.tenant, operations, wait), operations};
 }
 
 grpc::Status DedupService::SubmitBatch(const Caller& caller,
                                        std::shared_ptr<const v1::BatchRequest> request,
                                        BatchAnswer answer) {
-  const Admission start = Admit(caller, request->operations_size());
+  // A Stream stops reading while its batches wait, so a batch waits for
+  // its time however long: refused, it would end the whole Stream.
+  const Admission start =
+      Admit(caller, request->operations_size(), TenantQuota::RateWait::kUnbounded);
   std::shared_ptr<PreparedBatch> prepared;
   if (AppendsOnReadingThread(start)) {
     prepared = std::make_shared<PreparedBatch>(PrepareBatch(*request, caller));
@@ -133,8 +128,8 @@ bool DedupService::AppendsOnReadingThread(const Admission& admission) const {
   // The log append waits for no disk, in either durability
   // (server_settings.cc).
   return replicator_ != nullptr && execution_ == Execution::kInline &&
-         admission.start == TenantQuota::TaskStart::kShare && !admission.not_before &&
-         !store_->WritesStalled();
+         admission.started.start == TenantQuota::TaskStart::kShare &&
+         !admission.started.not_before && !store_->WritesStalled();
 }
 
 bool DedupService::TryApplyOnReadingThread(const Caller& caller,
@@ -151,15 +146,21 @@ bool DedupService::TryApplyOnReadingThread(const Caller& caller,
 
 grpc::Status DedupService::Run(const Caller& caller, const Admission& admission,
                                std::function<void(TaskSlot&)> task) {
-  if (admission.over_rate) {
+  const TenantQuota::TaskStart start = admission.started.start;
+  const std::optional<std::chrono::steady_clock::time_point>& not_before =
+      admission.started.not_before;
+  if (start == TenantQuota::TaskStart::kOverRate) {
     metrics_->CountTaskOverRate();
+    const auto ahead = std::chrono::duration_cast<std::chrono::milliseconds>(
+        not_before.value_or(std::chrono::steady_clock::now()) - std::chrono::steady_clock::now());
     return grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
         absl::StrCat("limits.max_operations_per_second_per_identity: ",
-                     limits_.max_operations_per_second_per_identity, " operations a second of ",
-                     TenantName(caller), " are booked ahead; retry with backoff"));
+                     limits_.max_operations_per_second_per_identity, "; ", TenantName(caller),
+                     " is booked ", ahead.count(),
+                     " ms ahead, more than the 500 ms a call may wait; retry after that"));
   }
-  if (admission.start == TenantQuota::TaskStart::kRefused) {
+  if (start == TenantQuota::TaskStart::kRefused) {
     return grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
         absl::StrCat(
@@ -169,11 +170,11 @@ grpc::Status DedupService::Run(const Caller& caller, const Admission& admission,
   // Work beyond a tenant's share runs at the lowest CPU priority, so that
   // it takes little of the CPU that other tenants' calls want
   // (design.md §10).
-  const bool yielding = admission.start == TenantQuota::TaskStart::kBeyondShare;
+  const bool yielding = start == TenantQuota::TaskStart::kBeyondShare;
   // A replicated node's calls wait for their followers: there, only the
   // calls AppendsOnReadingThread admits run without a worker.
-  if (execution_ == Execution::kInline && replicator_ == nullptr && !yielding &&
-      !admission.not_before && !store_->WritesStalled()) {
+  if (execution_ == Execution::kInline && replicator_ == nullptr && !yielding && !not_before &&
+      !store_->WritesStalled()) {
     TaskSlot slot(this, caller.tenant, /*yielding=*/false);
     task(slot);
     slot.Release();
@@ -186,15 +187,16 @@ grpc::Status DedupService::Run(const Caller& caller, const Admission& admission,
   };
   const WorkerPool::Lane lane = yielding ? WorkerPool::Lane::kYielding : WorkerPool::Lane::kNormal;
   // A task of a tenant ahead of its rate waits in the pool until its time.
-  const grpc::Status queued = FromAdmission(
-      admission.not_before ? pool_->SubmitAt(std::move(run), lane, *admission.not_before)
-                           : pool_->Submit(std::move(run), lane));
+  const grpc::Status queued =
+      FromAdmission(not_before ? pool_->SubmitAt(std::move(run), lane, *not_before)
+                               : pool_->Submit(std::move(run), lane));
   if (!queued.ok()) {
+    tenants_.Refund(caller.tenant, admission.operations);
     tenants_.FinishTask(caller.tenant);
     return queued;
   }
   if (yielding) metrics_->CountTaskBeyondShare();
-  if (admission.not_before) metrics_->CountTaskPaced();
+  if (not_before) metrics_->CountTaskPaced();
   return queued;
 }
 
@@ -361,7 +363,7 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
     if (result.ok()) fill(*result, response);
     FinishAfterSync(ToGrpcStatus(result.status()), finish);
   };
-  const Admission started = Admit(*caller, 1);
+  const Admission started = Admit(*caller, 1, TenantQuota::RateWait::kBounded);
   if (AppendsOnReadingThread(started) &&
       TryApplyOnReadingThread(
           *caller, absl::MakeConstSpan(shared_op.get(), 1), std::numeric_limits<size_t>::max(),
@@ -441,7 +443,8 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
     FinishAfterSync(grpc::Status::OK,
                     [finish, ns](const grpc::Status& status) { finish(ns, status); });
   };
-  const Admission started = Admit(*caller, request->operations_size());
+  const Admission started =
+      Admit(*caller, request->operations_size(), TenantQuota::RateWait::kBounded);
   std::shared_ptr<PreparedBatch> prepared;
   if (AppendsOnReadingThread(started)) {
     prepared = std::make_shared<PreparedBatch>(PrepareBatch(*request, *caller));

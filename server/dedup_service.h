@@ -227,16 +227,14 @@ class DedupService final : public v1::Dedup::CallbackService {
   std::string FinishBatch(const v1::BatchRequest& request, PreparedBatch* prepared,
                           std::vector<absl::StatusOr<storage::OpResult>> applied,
                           v1::BatchResponse* response);
-  // How a storage task of `operations` was admitted for its tenant: its
-  // start (TenantQuota::StartTask) and, when its tenant is ahead of its
-  // rate (TenantQuota::Pace), the time it may run. Refused (kRefused) past
-  // the tenant's tasks, or with `over_rate` past its rate.
+  // How a storage task of `operations` was admitted for its tenant
+  // (TenantQuota::Start): refused past the tenant's tasks or rate, or in
+  // which lane and, for a tenant ahead of its rate, from when it may run.
   struct Admission {
-    TenantQuota::TaskStart start;
-    std::optional<std::chrono::steady_clock::time_point> not_before;
-    bool over_rate = false;
+    TenantQuota::Started started;
+    uint64_t operations;
   };
-  Admission Admit(const Caller& caller, uint64_t operations);
+  Admission Admit(const Caller& caller, uint64_t operations, TenantQuota::RateWait wait);
   // Submit, for a task admitted as `admission`.
   grpc::Status Run(const Caller& caller, const Admission& admission,
                    std::function<void(TaskSlot&)> task);

@@ -478,6 +478,11 @@ absl::StatusOr<ServerSettings> ResolveSettings(const v1::ServerConfig& config) {
   if (!s.ok()) return s;
   s = ResolveAuth(config.auth(), &settings.auth);
   if (!s.ok()) return s;
+  if (settings.limits.max_operations_per_second_per_identity > 0 && !settings.auth.enabled()) {
+    return absl::InvalidArgumentError(
+        "limits.max_operations_per_second_per_identity: set without auth.grants; without them "
+        "callers are not told apart, and no rate would apply");
+  }
   if (!settings.auth.tokens_file.empty() && settings.insecure_plaintext) {
     return absl::InvalidArgumentError(
         "auth.tokens_file: bearer tokens over plaintext on a non-loopback address can be read "

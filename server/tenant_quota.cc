@@ -25,14 +25,30 @@ void TenantQuota::CloseStream(const std::string& tenant) {
   Tidy(tenant);
 }
 
-TenantQuota::TaskStart TenantQuota::StartTask(const std::string& tenant, uint64_t operations,
-                                              std::chrono::steady_clock::time_point now) {
-  if (tenant.empty()) return TaskStart::kShare;
+TenantQuota::Started TenantQuota::Start(const std::string& tenant, uint64_t operations,
+                                        RateWait wait, std::chrono::steady_clock::time_point now) {
+  if (tenant.empty()) return {TaskStart::kShare, std::nullopt};
   absl::MutexLock lock(&mu_);
   Held& held = held_[tenant];
   if (held.tasks >= limits_.max_queued_tasks) {
     Tidy(tenant);
-    return TaskStart::kRefused;
+    return {TaskStart::kRefused, std::nullopt};
+  }
+  std::optional<std::chrono::steady_clock::time_point> not_before;
+  if (limits_.max_operations_per_second > 0) {
+    if (paid_until_.size() >= sweep_at_) {
+      absl::erase_if(paid_until_, [now](const auto& entry) { return entry.second <= now; });
+      sweep_at_ = std::max<size_t>(64, 2 * paid_until_.size());
+    }
+    auto& paid_until = paid_until_.try_emplace(tenant, now).first->second;
+    const auto paid = std::max(paid_until, now);
+    const auto start = std::max(now, paid - std::chrono::steady_clock::duration(kRateBurst));
+    if (start > now) not_before = start;
+    if (wait == RateWait::kBounded && start - now > kMaxRateWait) {
+      Tidy(tenant);
+      return {TaskStart::kOverRate, not_before};
+    }
+    paid_until = paid + Cost(operations);
   }
   MoveWindows(now);
   auto [mine, first] = started_.try_emplace(tenant, 0);
@@ -42,13 +58,29 @@ TenantQuota::TaskStart TenantQuota::StartTask(const std::string& tenant, uint64_
   mine->second += operations;
   started_sum_ += operations;
   const bool beside_its_own = held.tasks++ > 0;
-  if (active_tenants_ < 2) return TaskStart::kShare;
-  if (beside_its_own) return TaskStart::kBeyondShare;
+  if (active_tenants_ < 2) return {TaskStart::kShare, not_before};
+  if (beside_its_own) return {TaskStart::kBeyondShare, not_before};
   // Its operations against an equal share of all active tenants'.
   const double its = static_cast<double>(mine->second + its_before);
   const double equal_share = static_cast<double>(started_sum_ + started_before_sum_) /
                              static_cast<double>(active_tenants_);
-  return its > kHeavyShare * equal_share ? TaskStart::kBeyondShare : TaskStart::kShare;
+  return {its > kHeavyShare * equal_share ? TaskStart::kBeyondShare : TaskStart::kShare,
+          not_before};
+}
+
+std::chrono::nanoseconds TenantQuota::Cost(uint64_t operations) const {
+  // At least one: a call of no operations still costs the server its
+  // handling. At most a million, far past any call (a Batch holds at most
+  // 1,000), so that the product cannot overflow.
+  const uint64_t charged = std::clamp<uint64_t>(operations, 1, 1'000'000);
+  return std::chrono::nanoseconds(
+      static_cast<int64_t>(charged * 1'000'000'000 / limits_.max_operations_per_second));
+}
+
+void TenantQuota::Refund(const std::string& tenant, uint64_t operations) {
+  if (tenant.empty() || limits_.max_operations_per_second == 0) return;
+  absl::MutexLock lock(&mu_);
+  if (auto it = paid_until_.find(tenant); it != paid_until_.end()) it->second -= Cost(operations);
 }
 
 void TenantQuota::MoveWindows(std::chrono::steady_clock::time_point now) {
@@ -76,25 +108,6 @@ void TenantQuota::FinishTask(const std::string& tenant) {
   if (it == held_.end() || it->second.tasks == 0) return;
   --it->second.tasks;
   Tidy(tenant);
-}
-
-std::optional<std::chrono::steady_clock::time_point> TenantQuota::Pace(
-    const std::string& tenant, uint64_t operations, std::chrono::steady_clock::time_point now) {
-  if (tenant.empty() || limits_.max_operations_per_second == 0) return now;
-  const auto cost =
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(
-          static_cast<double>(operations) / limits_.max_operations_per_second));
-  absl::MutexLock lock(&mu_);
-  if (paid_until_.size() >= sweep_at_) {
-    absl::erase_if(paid_until_, [now](const auto& entry) { return entry.second <= now; });
-    sweep_at_ = std::max<size_t>(64, 2 * paid_until_.size());
-  }
-  auto& paid_until = paid_until_.try_emplace(tenant, now).first->second;
-  const auto paid = std::max(paid_until, now);
-  const auto start = std::max(now, paid - std::chrono::steady_clock::duration(kRateBurst));
-  if (start - now > kMaxRateWait) return std::nullopt;
-  paid_until = paid + cost;
-  return start;
 }
 
 size_t TenantQuota::tenants() const {

@@ -32,13 +32,14 @@ namespace dedup::server {
 //
 // And it paces a tenant with a rate of operations (Limits::
 // max_operations_per_second, none by default): each task is charged its
-// operations when it starts, and told when it may run so that the tenant
-// keeps to its rate over time (the generic cell rate algorithm: a tenant
-// may run ahead of its rate by kRateBurst, and a task that would wait
-// longer than kMaxRateWait is refused). A rate holds a tenant to a fixed
-// share of the server's CPU and storage, whatever else runs; the shares
-// above adapt to who is active but cannot keep a flood's work from the
-// cores (bench/RESULTS.md, "A rate per identity").
+// operations (at least one) when it starts, and told when it may run so
+// that the tenant keeps to its rate over time (the generic cell rate
+// algorithm: a tenant may run ahead of its rate by kRateBurst, and a task
+// that would wait longer than kMaxRateWait is refused, unless its caller
+// bounds the wait otherwise). A rate caps what a tenant takes of the
+// server's CPU and storage, whatever else runs; the shares above adapt to
+// who is active but cannot keep a flood's work from the cores
+// (bench/RESULTS.md, "A rate per identity").
 //
 // Thread-safe. Tenants holding nothing take no memory beyond their names,
 // kept until a task starts two windows after their last one, and their
@@ -54,6 +55,8 @@ class TenantQuota {
 
   enum class TaskStart {
     kRefused,      // The tenant holds its limit of tasks; nothing counted.
+    kOverRate,     // The tenant is booked more than kMaxRateWait ahead of
+                   // its rate; nothing counted.
     kShare,        // Counted; within the tenant's share.
     kBeyondShare,  // Counted; the tenant holds another task while another
                    // tenant is active.
@@ -82,23 +85,34 @@ class TenantQuota {
   // Each true is matched by one Close/Finish with the same tenant.
   bool TryOpenStream(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
   void CloseStream(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
+  // How long a paced task may be told to wait for its time.
+  enum class RateWait {
+    kBounded,    // At most kMaxRateWait; past it the task is kOverRate.
+    kUnbounded,  // As long as the rate needs: a Stream's batch, whose
+                 // Stream stops reading while its batches wait.
+  };
+  struct Started {
+    TaskStart start;
+    // For a tenant ahead of its rate, when the task may run (for
+    // kOverRate, when it would have); unset: at once.
+    std::optional<std::chrono::steady_clock::time_point> not_before;
+  };
   // Counts a task of `operations` (a Batch's items; 1 for a unary call) in
-  // for `tenant` (see TaskStart); each answer other than kRefused is
-  // matched by one FinishTask.
+  // for `tenant` (see TaskStart), and charges them to its rate; each
+  // start other than kRefused and kOverRate is matched by one FinishTask.
+  Started Start(const std::string& tenant, uint64_t operations, RateWait wait,
+                std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now())
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Start, with the wait bounded.
   TaskStart StartTask(const std::string& tenant, uint64_t operations = 1,
                       std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now())
-      ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    return Start(tenant, operations, RateWait::kBounded, now).start;
+  }
   void FinishTask(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
-
-  // When a task of `operations` that `tenant` starts at `now` may run to
-  // keep the tenant within limits().max_operations_per_second: `now` when
-  // it is within its rate (always, without a rate or an identity), a later
-  // time when it is ahead, and nullopt when that time would be more than
-  // kMaxRateWait away. The operations are charged unless nullopt.
-  std::optional<std::chrono::steady_clock::time_point> Pace(
-      const std::string& tenant, uint64_t operations,
-      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now())
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Gives back to `tenant`'s rate the operations of a task started that
+  // did not run (the worker pool refused it).
+  void Refund(const std::string& tenant, uint64_t operations) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Tenants holding anything now.
   size_t tenants() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -111,6 +125,9 @@ class TenantQuota {
   };
   // Drops `tenant`'s entry once it holds nothing.
   void Tidy(const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // What `operations` cost of the tenant's rate.
+  std::chrono::nanoseconds Cost(uint64_t operations) const;
 
   // Moves the windows on to `now`.
   void MoveWindows(std::chrono::steady_clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "storage/thread_name.h"
@@ -34,6 +35,7 @@ void YieldTheCpuFromThisThread() {
 WorkerPool::WorkerPool(size_t threads, size_t max_queued, std::string name, size_t yielding_threads)
     : max_queued_(max_queued),
       max_yielding_queued_(std::max<size_t>(1, max_queued / 2)),
+      max_delayed_(std::max<size_t>(1, max_queued / 2)),
       has_yielding_lane_(yielding_threads > 0) {
   threads_.reserve(threads);
   for (size_t i = 0; i < threads; ++i) {
@@ -72,13 +74,24 @@ WorkerPool::Admission WorkerPool::SubmitAt(std::function<void()> task, Lane lane
                                            std::chrono::steady_clock::time_point not_before) {
   if (not_before <= std::chrono::steady_clock::now()) return Submit(std::move(task), lane);
   const bool yielding = lane == Lane::kYielding && has_yielding_lane_;
-  absl::MutexLock lock(&mu_);
-  if (closed_) return Admission::kShuttingDown;
-  if (Full(yielding)) return Admission::kFull;
-  const auto at = delayed_.emplace(not_before, Delayed{yielding, std::move(task)});
-  if (yielding) ++delayed_yielding_;
-  if (at == delayed_.begin()) timer_woken_ = true;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return Admission::kShuttingDown;
+    if (Full(yielding) || delayed_.size() >= max_delayed_) return Admission::kFull;
+    const auto at = delayed_.emplace(not_before, Delayed{yielding, std::move(task)});
+    if (yielding) ++delayed_yielding_;
+    if (at != delayed_.begin()) return Admission::kQueued;
+  }
+  WakeTimer();
   return Admission::kQueued;
+}
+
+void WorkerPool::WakeTimer() {
+  {
+    std::lock_guard<std::mutex> lock(timer_mu_);
+    timer_woken_ = true;
+  }
+  timer_cv_.notify_one();
 }
 
 bool WorkerPool::Full(bool yielding) const {
@@ -87,23 +100,29 @@ bool WorkerPool::Full(bool yielding) const {
 }
 
 void WorkerPool::RunTimer() {
-  absl::MutexLock lock(&mu_);
   for (;;) {
-    const auto now = std::chrono::steady_clock::now();
-    while (!delayed_.empty() && (closed_ || delayed_.begin()->first <= now)) {
-      Delayed& due = delayed_.begin()->second;
-      if (due.yielding) --delayed_yielding_;
-      (due.yielding ? yielding_tasks_ : tasks_).push_back(std::move(due.task));
-      delayed_.erase(delayed_.begin());
+    std::optional<std::chrono::steady_clock::time_point> next;
+    {
+      absl::MutexLock lock(&mu_);
+      const auto now = std::chrono::steady_clock::now();
+      while (!delayed_.empty() && (closed_ || delayed_.begin()->first <= now)) {
+        Delayed& due = delayed_.begin()->second;
+        if (due.yielding) --delayed_yielding_;
+        (due.yielding ? yielding_tasks_ : tasks_).push_back(std::move(due.task));
+        delayed_.erase(delayed_.begin());
+      }
+      if (closed_) return;
+      if (!delayed_.empty()) next = delayed_.begin()->first;
     }
-    if (closed_) return;
-    timer_woken_ = false;
-    const absl::Condition woken(&timer_woken_);
-    if (delayed_.empty()) {
-      mu_.Await(woken);
+    // A task that became the first since has set timer_woken_.
+    std::unique_lock<std::mutex> lock(timer_mu_);
+    const auto woken = [this] { return timer_woken_; };
+    if (next) {
+      timer_cv_.wait_until(lock, *next, woken);
     } else {
-      mu_.AwaitWithTimeout(woken, absl::FromChrono(delayed_.begin()->first - now));
+      timer_cv_.wait(lock, woken);
     }
+    timer_woken_ = false;
   }
 }
 
@@ -121,9 +140,9 @@ void WorkerPool::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (closed_ && threads_.empty() && yielding_threads_.empty() && !timer_.joinable()) return;
     closed_ = true;
-    timer_woken_ = true;
   }
   // The timer moves every delayed task into its lane before the lanes stop.
+  WakeTimer();
   if (timer_.joinable()) timer_.join();
   {
     absl::MutexLock lock(&mu_);

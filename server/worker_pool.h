@@ -2,10 +2,12 @@
 #define DEDUP_SERVER_WORKER_POOL_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,8 +62,10 @@ class WorkerPool {
 
   // Queues `task` in `lane` to run once `not_before` has come: a task of a
   // tenant paced by its rate (tenant_quota.h). From now on it counts
-  // against the bounds as a queued task does; Shutdown runs it at once.
-  // The pool's timer thread moves it into its lane when its time comes.
+  // against the bounds as a queued task does, and such waiting tasks may
+  // fill only half of `max_queued`, so that they cannot crowd out tasks
+  // ready to run; Shutdown runs them at once. The pool's timer thread
+  // moves each into its lane when its time comes.
   Admission SubmitAt(std::function<void()> task, Lane lane,
                      std::chrono::steady_clock::time_point not_before);
 
@@ -81,6 +85,8 @@ class WorkerPool {
   // The timer thread: moves each task of SubmitAt into its lane when its
   // time comes, and all of them once the pool is closed.
   void RunTimer();
+  // Tells the timer thread to look again.
+  void WakeTimer();
   // Whether a task for the yielding lane (`yielding`) would find the bound
   // reached.
   bool Full(bool yielding) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -92,6 +98,7 @@ class WorkerPool {
 
   const size_t max_queued_;
   const size_t max_yielding_queued_;
+  const size_t max_delayed_;
   const bool has_yielding_lane_;
   absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
@@ -101,9 +108,14 @@ class WorkerPool {
   // yielding lane.
   std::multimap<std::chrono::steady_clock::time_point, Delayed> delayed_ ABSL_GUARDED_BY(mu_);
   size_t delayed_yielding_ ABSL_GUARDED_BY(mu_) = 0;
-  // Set when the timer thread must look again: a task became the first of
-  // delayed_, or the pool closed.
-  bool timer_woken_ ABSL_GUARDED_BY(mu_) = false;
+  // The timer thread sleeps on a condition variable of the standard
+  // library, which waits on the steady clock: absl::Mutex's timed waits
+  // follow the wall clock here, which a step back would stretch. Woken
+  // (timer_woken_) when a task became the first of delayed_, or the pool
+  // closed.
+  std::mutex timer_mu_;
+  std::condition_variable timer_cv_;
+  bool timer_woken_ = false;  // Guarded by timer_mu_.
   // Each lane's threads return once these are set and their queue is empty.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool yielding_stopping_ ABSL_GUARDED_BY(mu_) = false;

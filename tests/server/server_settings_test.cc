@@ -116,7 +116,8 @@ TEST(ServerSettingsTest, LimitsAreReadFromTheConfig) {
                      keepalive_time: "5m"
                      max_stream_batches: 2
                      max_operations_per_second_per_identity: 20000
-                   })pb");
+                   }
+                   auth { grants { identity: "a" namespaces: "*" roles: "claim" } })pb");
   ASSERT_TRUE(settings.ok()) << settings.status();
   EXPECT_EQ(settings->limits.max_operations_per_second_per_identity, 20000u);
   EXPECT_THAT(DescribeSettings(*settings),
@@ -138,6 +139,9 @@ TEST(ServerSettingsTest, ALimitOutOfRangeIsRefusedNamingIt) {
   settings = Resolve("limits { max_open_streams: 8 max_open_streams_per_identity: 9 }");
   EXPECT_THAT(settings.status().message(),
               HasSubstr("limits.max_open_streams_per_identity: must be 1..8, got 9"));
+  settings = Resolve("limits { max_operations_per_second_per_identity: 1000 }");
+  EXPECT_THAT(settings.status().message(),
+              HasSubstr("limits.max_operations_per_second_per_identity: set without auth.grants"));
   settings = Resolve("limits { max_operations_per_second_per_identity: 100000001 }");
   EXPECT_THAT(settings.status().message(),
               HasSubstr("limits.max_operations_per_second_per_identity: must be 0 (no rate) to "
