@@ -48,6 +48,8 @@ NodeConnection::Options ConnectionOptions(const ClientOptions& options,
   connection.max_batch = options.max_batch;
   connection.max_batches_in_flight = options.max_batches_in_flight;
   connection.max_reconnect_backoff = options.max_reconnect_backoff;
+  connection.keepalive_time = options.keepalive_time;
+  connection.keepalive_timeout = options.keepalive_timeout;
   return connection;
 }
 

@@ -21,6 +21,18 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& address,
     // gRPC's first wait is a second, which would be the longest one too.
     arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(max_ms, 100));
   }
+  if (options.keepalive_time > absl::ZeroDuration()) {
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+                     static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time)));
+    if (options.keepalive_timeout > absl::ZeroDuration()) {
+      arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                       static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
+    }
+    // Only while calls are open, and on: a coalescing Stream open with
+    // nothing to send would otherwise stop pinging after two pings.
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+    arguments.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  }
   return grpc::CreateCustomChannel(
       address,
       options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials(),

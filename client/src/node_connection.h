@@ -25,6 +25,8 @@ class NodeConnection {
     int max_batch = 64;
     int max_batches_in_flight = 4;
     absl::Duration max_reconnect_backoff;  // Zero: gRPC's default.
+    absl::Duration keepalive_time;         // Zero: no keepalive.
+    absl::Duration keepalive_timeout;
     // Required: the queue of a CompletionThread, where every call of the
     // connection completes; it must outlive the connection.
     grpc::CompletionQueue* completions = nullptr;

@@ -1,12 +1,16 @@
 // The client's connection to one node.
 #include "client/src/node_connection.h"
 
+#include <chrono>
+#include <cstdio>
+
 #include "absl/time/clock.h"
 #include "client/src/completion_thread.h"
 #include "dedup/client/client.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/common/closing_port.h"
+#include "tests/common/freezing_proxy.h"
 
 namespace dedup::client {
 namespace {
@@ -46,6 +50,70 @@ TEST(NodeConnectionTest, ANodeBackAfterManyRefusedAttemptsIsReachedWithinTheLong
       << "after " << seen->refused << " refused attempts";
   connection.reset();
   live.WaitForNone();
+}
+
+// A connection that went silent (a partition that drops packets, a frozen
+// host): the client's pings go unanswered, it closes the connection, and
+// the call on it fails UNAVAILABLE, to be sent again, long before its
+// deadline; the next call connects again and is answered. Without
+// keepalive the call waits out its deadline. Short keepalive times, which
+// the test's server allows: the defaults take 25 s.
+TEST(NodeConnectionTest, AConnectionThatWentSilentIsClosedByItsPingsAndConnectedAgain) {
+  v1::Dedup::Service service;  // Every method answers UNIMPLEMENTED.
+  grpc::ServerBuilder builder;
+  int server_port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &server_port);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 100);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  test::FreezingProxy proxy(server_port);
+  ASSERT_NE(proxy.port(), 0) << "no port to listen on";
+
+  CompletionThread completions;
+  Scheduler scheduler(SystemClock::Default());
+  LiveCalls live;
+  NodeConnection::Options options;
+  options.coalesce = false;
+  options.completions = completions.queue();
+  options.max_reconnect_backoff = ClientOptions().max_reconnect_backoff;
+  options.keepalive_time = absl::Milliseconds(500);
+  options.keepalive_timeout = absl::Milliseconds(500);
+  auto connection = std::make_unique<NodeConnection>(proxy.address(), options, &scheduler, &live);
+  auto call = [&](absl::Duration deadline) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    v1::QueryRequest request;
+    request.set_namespace_("orders");
+    request.set_key("o-1");
+    v1::QueryResponse response;
+    return connection->stub()->Query(&context, request, &response);
+  };
+  ASSERT_EQ(call(absl::Seconds(5)).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  ASSERT_EQ(proxy.connections(), 1);
+
+  proxy.Freeze();
+  const absl::Time frozen = absl::Now();
+  const grpc::Status on_silent = call(absl::Seconds(20));
+  const absl::Duration took = absl::Now() - frozen;
+  // Not DEADLINE_EXCEEDED: the connection was closed under the call.
+  EXPECT_EQ(on_silent.error_code(), grpc::StatusCode::UNAVAILABLE) << on_silent.error_message();
+  std::printf("[ measured ] the call on the silent connection failed after %s\n",
+              absl::FormatDuration(took).c_str());
+  // The channel connects again, after its back-off; meanwhile calls fail
+  // at once, as the client library's retries expect.
+  grpc::Status again = call(absl::Seconds(1));
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(30);
+       again.error_code() == grpc::StatusCode::UNAVAILABLE && absl::Now() < give_up;) {
+    absl::SleepFor(absl::Milliseconds(5));
+    again = call(absl::Seconds(1));
+  }
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::UNIMPLEMENTED) << again.error_message();
+  EXPECT_EQ(proxy.connections(), 2) << "a new connection";
+  connection.reset();
+  live.WaitForNone();
+  // Not waiting for the silent connection's goodbye (gRPC's 20 s).
+  server->Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace

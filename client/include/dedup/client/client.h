@@ -46,6 +46,19 @@ struct ClientOptions {
   // back, and the calls for the shards it leads again would fail
   // meanwhile. Zero: gRPC's default.
   absl::Duration max_reconnect_backoff = absl::Seconds(1);
+  // Keepalive: while calls (or the coalescing Stream) are open on a
+  // connection to a node, the client pings the node every
+  // `keepalive_time`, and closes the connection when a ping gets no answer
+  // within `keepalive_timeout`; its calls then fail over as on any lost
+  // connection, and the next ones connect again. Without it, a connection
+  // whose packets a partition or a frozen host drops stays open and
+  // silent: its calls wait for their attempt timeouts, and after the path
+  // heals the connection waits for TCP's next resend, which after a long
+  // cut comes minutes later. Keep `keepalive_time` at or above the nodes'
+  // limits.min_client_ping_interval (10 s by default), or a node closes
+  // the connection for pinging too often. Zero: no keepalive.
+  absl::Duration keepalive_time = absl::Seconds(20);
+  absl::Duration keepalive_timeout = absl::Seconds(5);
   // Coalescing: calls from any thread travel as batches on a shared Stream,
   // much as Nagle's algorithm does for TCP. A call that finds fewer than
   // `max_batches_in_flight` batches in the air leaves at once; calls made
