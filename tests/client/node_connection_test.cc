@@ -15,6 +15,42 @@
 namespace dedup::client {
 namespace {
 
+// One NodeConnection to `address` without coalescing, as the client
+// library's defaults set it up but for `keepalive`, and its parts.
+class Connection {
+ public:
+  Connection(const std::string& address, absl::Duration keepalive) {
+    NodeConnection::Options options;
+    options.coalesce = false;
+    options.completions = completions_.queue();
+    options.max_reconnect_backoff = ClientOptions().max_reconnect_backoff;
+    options.keepalive_time = keepalive;
+    options.keepalive_timeout = keepalive;
+    connection_ = std::make_unique<NodeConnection>(address, options, &scheduler_, &live_);
+  }
+  ~Connection() {
+    connection_.reset();
+    live_.WaitForNone();
+  }
+
+  // A Query with `deadline` from now.
+  grpc::Status Call(absl::Duration deadline) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    v1::QueryRequest request;
+    request.set_namespace_("orders");
+    request.set_key("o-1");
+    v1::QueryResponse response;
+    return connection_->stub()->Query(&context, request, &response);
+  }
+
+ private:
+  CompletionThread completions_;
+  Scheduler scheduler_{SystemClock::Default()};
+  LiveCalls live_;
+  std::unique_ptr<NodeConnection> connection_;
+};
+
 // A node that was down comes back, and the leaders hand its shards back to
 // it: the calls for them must reach it within about a second, however long
 // it was down. With gRPC's own reconnect back-off the client would wait
@@ -23,33 +59,15 @@ namespace {
 TEST(NodeConnectionTest, ANodeBackAfterManyRefusedAttemptsIsReachedWithinTheLongestBackOff) {
   test::ClosingPort port;
   ASSERT_NE(port.port(), 0) << "no port to listen on";
-  CompletionThread completions;
-  Scheduler scheduler(SystemClock::Default());
-  LiveCalls live;
-  NodeConnection::Options options;
-  options.coalesce = false;
-  options.completions = completions.queue();
-  options.max_reconnect_backoff = ClientOptions().max_reconnect_backoff;
-  auto connection = std::make_unique<NodeConnection>(port.address(), options, &scheduler, &live);
-
+  Connection connection(port.address(), ClientOptions().keepalive_time);
   // Calls while the node is down: each fails at once.
-  auto call = [&]() {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(200)));
-    v1::QueryRequest request;
-    request.set_namespace_("orders");
-    request.set_key("o-1");
-    v1::QueryResponse response;
-    return connection->stub()->Query(&context, request, &response);
-  };
+  auto call = [&] { return connection.Call(absl::Milliseconds(200)); };
   const absl::StatusOr<test::Reconnection> seen = test::RefuseThenServe(port, 6, call);
   ASSERT_TRUE(seen.ok()) << seen.status();
   EXPECT_EQ(seen->last.error_code(), grpc::StatusCode::UNIMPLEMENTED) << seen->last.error_message();
   // The longest wait, jittered by up to 20%, and the connection itself.
   EXPECT_LE(seen->took, ClientOptions().max_reconnect_backoff * 1.2 + absl::Milliseconds(500))
       << "after " << seen->refused << " refused attempts";
-  connection.reset();
-  live.WaitForNone();
 }
 
 // A connection that went silent (a partition that drops packets, a frozen
@@ -70,25 +88,8 @@ TEST(NodeConnectionTest, AConnectionThatWentSilentIsClosedByItsPingsAndConnected
   test::FreezingProxy proxy(server_port);
   ASSERT_NE(proxy.port(), 0) << "no port to listen on";
 
-  CompletionThread completions;
-  Scheduler scheduler(SystemClock::Default());
-  LiveCalls live;
-  NodeConnection::Options options;
-  options.coalesce = false;
-  options.completions = completions.queue();
-  options.max_reconnect_backoff = ClientOptions().max_reconnect_backoff;
-  options.keepalive_time = absl::Milliseconds(500);
-  options.keepalive_timeout = absl::Milliseconds(500);
-  auto connection = std::make_unique<NodeConnection>(proxy.address(), options, &scheduler, &live);
-  auto call = [&](absl::Duration deadline) {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-    v1::QueryRequest request;
-    request.set_namespace_("orders");
-    request.set_key("o-1");
-    v1::QueryResponse response;
-    return connection->stub()->Query(&context, request, &response);
-  };
+  auto connection = std::make_unique<Connection>(proxy.address(), absl::Milliseconds(500));
+  auto call = [&](absl::Duration deadline) { return connection->Call(deadline); };
   ASSERT_EQ(call(absl::Seconds(5)).error_code(), grpc::StatusCode::UNIMPLEMENTED);
   ASSERT_EQ(proxy.connections(), 1);
 
@@ -111,7 +112,6 @@ TEST(NodeConnectionTest, AConnectionThatWentSilentIsClosedByItsPingsAndConnected
   EXPECT_EQ(again.error_code(), grpc::StatusCode::UNIMPLEMENTED) << again.error_message();
   EXPECT_EQ(proxy.connections(), 2) << "a new connection";
   connection.reset();
-  live.WaitForNone();
   // Not waiting for the silent connection's goodbye (gRPC's 20 s).
   server->Shutdown(std::chrono::system_clock::now());
 }

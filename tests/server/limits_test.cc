@@ -258,23 +258,7 @@ class OpenStreamLimitTest : public ServerTest {
     )pb";
   }
 
-  // An open Stream that has answered one batch, so the server holds it.
-  struct OpenStream {
-    std::unique_ptr<grpc::ClientContext> context = NewContext();
-    std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, v1::BatchResponse>> stream;
-  };
-
-  // Opens a Stream and runs one Query through it; the status is OK while
-  // the call stays open.
-  grpc::Status Open(OpenStream* open) {
-    open->stream = stub().Stream(open->context.get());
-    v1::BatchRequest batch;
-    *batch.add_operations() = Op(QueryOf(kNs, "k"));
-    v1::BatchResponse response;
-    if (open->stream->Write(batch) && open->stream->Read(&response)) return grpc::Status::OK;
-    open->stream->WritesDone();
-    return open->stream->Finish();
-  }
+  grpc::Status Open(OpenStream* open) { return OpenWithQuery(stub(), kNs, open); }
 
   static void Close(OpenStream* open) {
     open->stream->WritesDone();

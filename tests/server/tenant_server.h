@@ -62,21 +62,11 @@ class TenantFairnessTest : public ServerTest {
                                   grpc::InsecureChannelCredentials(), args));
   }
 
-  struct OpenStream {
-    std::unique_ptr<grpc::ClientContext> context;
-    std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, v1::BatchResponse>> stream;
-  };
   // Opens a Stream as `token` and runs one Query through it; OK while the
   // call stays open.
   grpc::Status Open(const char* token, OpenStream* open) {
     open->context = ContextOf(token);
-    open->stream = stub().Stream(open->context.get());
-    v1::BatchRequest batch;
-    *batch.add_operations() = Op(QueryOf(kNs, "k"));
-    v1::BatchResponse response;
-    if (open->stream->Write(batch) && open->stream->Read(&response)) return grpc::Status::OK;
-    open->stream->WritesDone();
-    return open->stream->Finish();
+    return OpenWithQuery(stub(), kNs, open);
   }
   static void Close(OpenStream* open) {
     open->stream->WritesDone();

@@ -187,6 +187,16 @@ grpc::Status StatusOf(v1::Dedup::Stub& stub, const v1::QueryRequest& request) {
   return CallStatus(stub, &v1::Dedup::Stub::Query, request);
 }
 
+grpc::Status OpenWithQuery(v1::Dedup::Stub& stub, const std::string& ns, OpenStream* open) {
+  open->stream = stub.Stream(open->context.get());
+  v1::BatchRequest batch;
+  *batch.add_operations() = Op(QueryOf(ns, "k"));
+  v1::BatchResponse response;
+  if (open->stream->Write(batch) && open->stream->Read(&response)) return grpc::Status::OK;
+  open->stream->WritesDone();
+  return open->stream->Finish();
+}
+
 grpc::Status StatusOf(v1::Dedup::Stub& stub, const v1::BatchRequest& request) {
   return CallStatus(stub, &v1::Dedup::Stub::Batch, request);
 }

@@ -92,6 +92,16 @@ grpc::Status StatusOf(v1::Dedup::Stub& stub, const v1::ExtendRequest& request);
 grpc::Status StatusOf(v1::Dedup::Stub& stub, const v1::QueryRequest& request);
 grpc::Status StatusOf(v1::Dedup::Stub& stub, const v1::BatchRequest& request);
 
+// A Stream call a test holds open.
+struct OpenStream {
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  std::unique_ptr<grpc::ClientReaderWriter<v1::BatchRequest, v1::BatchResponse>> stream;
+};
+// Opens a Stream on `stub` with `open->context` and runs one Query of
+// namespace `ns` through it, so that the server holds it: OK while the
+// call stays open, else how it ended.
+grpc::Status OpenWithQuery(v1::Dedup::Stub& stub, const std::string& ns, OpenStream* open);
+
 // Reads a whole Scan; `status` receives how it ended.
 std::vector<v1::Record> ScanAll(v1::Dedup::Stub& stub, const v1::ScanRequest& request,
                                 grpc::Status* status);
