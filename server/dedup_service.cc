@@ -86,21 +86,45 @@ void DedupService::TaskSlot::Release() {
 
 grpc::Status DedupService::Submit(const Caller& caller, uint64_t operations,
                                   std::function<void(TaskSlot&)> task) {
-  return Run(caller, Admit(caller, operations, TenantQuota::RateWait::kBounded), std::move(task));
+  return Run(caller, Admit(caller, operations), std::move(task));
 }
 
-DedupService::Admission DedupService::Admit(const Caller& caller, uint64_t operations,
-                                            TenantQuota::RateWait wait) {
-  return {tenants_.Start(caller.tenant, operations, wait), operations};
+DedupService::Admission DedupService::Admit(const Caller& caller, uint64_t operations) {
+  return {tenants_.Start(caller.tenant, operations), operations};
+}
+
+grpc::Status DedupService::OverRate(const Caller& caller, const Admission& admission) {
+  metrics_->CountTaskOverRate();
+  const auto now = std::chrono::steady_clock::now();
+  const auto ahead = std::chrono::duration_cast<std::chrono::milliseconds>(
+      admission.started.not_before.value_or(now) - now);
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrCat("limits.max_operations_per_second_per_identity: ",
+                   limits_.max_operations_per_second_per_identity, "; ", TenantName(caller),
+                   " is booked ", ahead.count(),
+                   " ms ahead, more than the 500 ms a call may wait; retry after that"));
 }
 
 grpc::Status DedupService::SubmitBatch(const Caller& caller,
                                        std::shared_ptr<const v1::BatchRequest> request,
                                        BatchAnswer answer) {
-  // A Stream stops reading while its batches wait, so a batch waits for
-  // its time however long: refused, it would end the whole Stream.
-  const Admission start =
-      Admit(caller, request->operations_size(), TenantQuota::RateWait::kUnbounded);
+  const Admission start = Admit(caller, request->operations_size());
+  if (start.started.start == TenantQuota::TaskStart::kOverRate) {
+    // Each item is refused and the Stream goes on: refusing the batch
+    // would end the whole Stream, and its client would send every batch
+    // it has in flight again.
+    const grpc::Status refused = OverRate(caller, start);
+    v1::BatchResponse response;
+    response.set_batch_id(request->batch_id());
+    for (int i = 0; i < request->operations_size(); ++i) {
+      v1::Error* error = response.add_results()->mutable_error();
+      error->set_code(static_cast<int32_t>(refused.error_code()));
+      error->set_message(refused.error_message());
+    }
+    answer(std::move(response), "");
+    return grpc::Status::OK;
+  }
   std::shared_ptr<PreparedBatch> prepared;
   if (AppendsOnReadingThread(start)) {
     prepared = std::make_shared<PreparedBatch>(PrepareBatch(*request, caller));
@@ -149,17 +173,7 @@ grpc::Status DedupService::Run(const Caller& caller, const Admission& admission,
   const TenantQuota::TaskStart start = admission.started.start;
   const std::optional<std::chrono::steady_clock::time_point>& not_before =
       admission.started.not_before;
-  if (start == TenantQuota::TaskStart::kOverRate) {
-    metrics_->CountTaskOverRate();
-    const auto ahead = std::chrono::duration_cast<std::chrono::milliseconds>(
-        not_before.value_or(std::chrono::steady_clock::now()) - std::chrono::steady_clock::now());
-    return grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("limits.max_operations_per_second_per_identity: ",
-                     limits_.max_operations_per_second_per_identity, "; ", TenantName(caller),
-                     " is booked ", ahead.count(),
-                     " ms ahead, more than the 500 ms a call may wait; retry after that"));
-  }
+  if (start == TenantQuota::TaskStart::kOverRate) return OverRate(caller, admission);
   if (start == TenantQuota::TaskStart::kRefused) {
     return grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -363,7 +377,7 @@ grpc::ServerUnaryReactor* DedupService::Unary(grpc::CallbackServerContext* conte
     if (result.ok()) fill(*result, response);
     FinishAfterSync(ToGrpcStatus(result.status()), finish);
   };
-  const Admission started = Admit(*caller, 1, TenantQuota::RateWait::kBounded);
+  const Admission started = Admit(*caller, 1);
   if (AppendsOnReadingThread(started) &&
       TryApplyOnReadingThread(
           *caller, absl::MakeConstSpan(shared_op.get(), 1), std::numeric_limits<size_t>::max(),
@@ -443,8 +457,7 @@ grpc::ServerUnaryReactor* DedupService::Batch(grpc::CallbackServerContext* conte
     FinishAfterSync(grpc::Status::OK,
                     [finish, ns](const grpc::Status& status) { finish(ns, status); });
   };
-  const Admission started =
-      Admit(*caller, request->operations_size(), TenantQuota::RateWait::kBounded);
+  const Admission started = Admit(*caller, request->operations_size());
   std::shared_ptr<PreparedBatch> prepared;
   if (AppendsOnReadingThread(started)) {
     prepared = std::make_shared<PreparedBatch>(PrepareBatch(*request, *caller));

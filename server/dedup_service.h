@@ -234,7 +234,9 @@ class DedupService final : public v1::Dedup::CallbackService {
     TenantQuota::Started started;
     uint64_t operations;
   };
-  Admission Admit(const Caller& caller, uint64_t operations, TenantQuota::RateWait wait);
+  Admission Admit(const Caller& caller, uint64_t operations);
+  // The refusal of a call admitted kOverRate, counted.
+  grpc::Status OverRate(const Caller& caller, const Admission& admission);
   // Submit, for a task admitted as `admission`.
   grpc::Status Run(const Caller& caller, const Admission& admission,
                    std::function<void(TaskSlot&)> task);

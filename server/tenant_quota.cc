@@ -26,7 +26,7 @@ void TenantQuota::CloseStream(const std::string& tenant) {
 }
 
 TenantQuota::Started TenantQuota::Start(const std::string& tenant, uint64_t operations,
-                                        RateWait wait, std::chrono::steady_clock::time_point now) {
+                                        std::chrono::steady_clock::time_point now) {
   if (tenant.empty()) return {TaskStart::kShare, std::nullopt};
   absl::MutexLock lock(&mu_);
   Held& held = held_[tenant];
@@ -44,7 +44,7 @@ TenantQuota::Started TenantQuota::Start(const std::string& tenant, uint64_t oper
     const auto paid = std::max(paid_until, now);
     const auto start = std::max(now, paid - std::chrono::steady_clock::duration(kRateBurst));
     if (start > now) not_before = start;
-    if (wait == RateWait::kBounded && start - now > kMaxRateWait) {
+    if (start - now > kMaxRateWait) {
       Tidy(tenant);
       return {TaskStart::kOverRate, not_before};
     }

@@ -35,8 +35,7 @@ namespace dedup::server {
 // operations (at least one) when it starts, and told when it may run so
 // that the tenant keeps to its rate over time (the generic cell rate
 // algorithm: a tenant may run ahead of its rate by kRateBurst, and a task
-// that would wait longer than kMaxRateWait is refused, unless its caller
-// bounds the wait otherwise). A rate caps what a tenant takes of the
+// that would wait longer than kMaxRateWait is refused). A rate caps what a tenant takes of the
 // server's CPU and storage, whatever else runs; the shares above adapt to
 // who is active but cannot keep a flood's work from the cores
 // (bench/RESULTS.md, "A rate per identity").
@@ -85,12 +84,6 @@ class TenantQuota {
   // Each true is matched by one Close/Finish with the same tenant.
   bool TryOpenStream(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
   void CloseStream(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
-  // How long a paced task may be told to wait for its time.
-  enum class RateWait {
-    kBounded,    // At most kMaxRateWait; past it the task is kOverRate.
-    kUnbounded,  // As long as the rate needs: a Stream's batch, whose
-                 // Stream stops reading while its batches wait.
-  };
   struct Started {
     TaskStart start;
     // For a tenant ahead of its rate, when the task may run (for
@@ -100,14 +93,14 @@ class TenantQuota {
   // Counts a task of `operations` (a Batch's items; 1 for a unary call) in
   // for `tenant` (see TaskStart), and charges them to its rate; each
   // start other than kRefused and kOverRate is matched by one FinishTask.
-  Started Start(const std::string& tenant, uint64_t operations, RateWait wait,
+  Started Start(const std::string& tenant, uint64_t operations,
                 std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now())
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Start, with the wait bounded.
+  // Start, for its kind alone.
   TaskStart StartTask(const std::string& tenant, uint64_t operations = 1,
                       std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now())
       ABSL_LOCKS_EXCLUDED(mu_) {
-    return Start(tenant, operations, RateWait::kBounded, now).start;
+    return Start(tenant, operations, now).start;
   }
   void FinishTask(const std::string& tenant) ABSL_LOCKS_EXCLUDED(mu_);
   // Gives back to `tenant`'s rate the operations of a task started that

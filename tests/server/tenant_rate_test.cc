@@ -32,8 +32,7 @@ TenantQuota PacedAt(uint32_t operations_per_second) {
 // finished at once, so that only the rate holds it.
 std::optional<Clock::time_point> RunsAt(TenantQuota& quota, const std::string& tenant,
                                         uint64_t operations, Clock::time_point now) {
-  const TenantQuota::Started started =
-      quota.Start(tenant, operations, TenantQuota::RateWait::kBounded, now);
+  const TenantQuota::Started started = quota.Start(tenant, operations, now);
   if (started.start == TenantQuota::TaskStart::kOverRate) return std::nullopt;
   EXPECT_NE(started.start, TenantQuota::TaskStart::kRefused);
   quota.FinishTask(tenant);
@@ -56,7 +55,7 @@ TEST(TenantQuotaTest, APacedTenantStartsAtItsRateAfterABurstAndIsRefusedFarAhead
         << "task " << n;
   }
   // The 62nd would start 510 ms from now.
-  const TenantQuota::Started refused = quota.Start("a", 10, TenantQuota::RateWait::kBounded, kT0);
+  const TenantQuota::Started refused = quota.Start("a", 10, kT0);
   EXPECT_EQ(refused.start, TenantQuota::TaskStart::kOverRate);
   EXPECT_EQ(refused.not_before, kT0 + milliseconds(510));
   EXPECT_EQ(quota.tenants(), 0u) << "nothing held for it";
@@ -80,22 +79,17 @@ TEST(TenantQuotaTest, APauseEarnsOneBurstAndNoMore) {
   EXPECT_EQ(RunsAt(quota, "a", 10, later), later + milliseconds(10));
 }
 
-// A call of no operations costs one; a Stream's batch (kUnbounded) waits
-// for its time however far; a refund gives the time back.
-TEST(TenantQuotaTest, EmptyCallsCostOneStreamsWaitAndRefundsGiveTimeBack) {
+// A call of no operations costs one; a refund gives the time back.
+TEST(TenantQuotaTest, EmptyCallsCostOneAndRefundsGiveTimeBack) {
   TenantQuota quota = PacedAt(1000);
   for (int n = 0; n < 150; ++n) ASSERT_TRUE(RunsAt(quota, "a", 0, kT0).has_value());
   EXPECT_EQ(RunsAt(quota, "a", 0, kT0), kT0 + milliseconds(50));
-  const TenantQuota::Started far = quota.Start("a", 1000, TenantQuota::RateWait::kUnbounded, kT0);
-  EXPECT_EQ(far.start, TenantQuota::TaskStart::kShare);
-  EXPECT_EQ(far.not_before, kT0 + milliseconds(51));
+  const TenantQuota::Started unrun = quota.Start("a", 300, kT0);
+  EXPECT_EQ(unrun.start, TenantQuota::TaskStart::kShare);
+  EXPECT_EQ(unrun.not_before, kT0 + milliseconds(51));
   quota.FinishTask("a");
-  const TenantQuota::Started farther = quota.Start("a", 1, TenantQuota::RateWait::kUnbounded, kT0);
-  EXPECT_EQ(farther.not_before, kT0 + milliseconds(1051));
-  quota.FinishTask("a");
-  // The last two were not run: their time is given back.
-  quota.Refund("a", 1);
-  quota.Refund("a", 1000);
+  // It did not run: its time is given back, or the next would wait 351 ms.
+  quota.Refund("a", 300);
   EXPECT_EQ(RunsAt(quota, "a", 1, kT0), kT0 + milliseconds(51));
 }
 
@@ -264,7 +258,7 @@ TEST_P(TenantRateTest, AnIdentityIsHeldToItsRateAndAnotherIsNotHeldByIt) {
 
 // At one operation a second, a Batch of 1,000 runs at once and books A
 // 1,000 s ahead: its next call is refused naming the limit, while B is
-// served at once.
+// served at once, and so is each item of its Stream's batches.
 class TenantSlowRateTest : public TenantRateTest {
  protected:
   TenantSlowRateTest() { extra_limits_ = "max_operations_per_second_per_identity: 1"; }
@@ -280,6 +274,26 @@ TEST_P(TenantSlowRateTest, ACallBookedTooFarAheadIsRefusedAndOthersAreServed) {
   EXPECT_EQ(Counter("dedup_tasks_over_rate_total"), 1);
   ASSERT_THAT(ClaimAs(kTokenB, "b"), IsOk());
   EXPECT_EQ(Counter("dedup_tasks_paced_total"), 0);
+
+  // On a Stream, each item of a batch over the rate is refused, and the
+  // Stream goes on: refusing the batch would end it.
+  OpenStream stream;
+  ASSERT_THAT(Open(kTokenA, &stream), IsOk());
+  v1::BatchRequest batch = Claims("s-", 3);
+  batch.set_batch_id(7);
+  v1::BatchResponse response;
+  ASSERT_TRUE(stream.stream->Write(batch));
+  ASSERT_TRUE(stream.stream->Read(&response)) << "the Stream is still open";
+  EXPECT_EQ(response.batch_id(), 7u);
+  ASSERT_EQ(response.results_size(), 3);
+  for (const v1::OperationResult& result : response.results()) {
+    EXPECT_EQ(result.error().code(), static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
+    EXPECT_THAT(result.error().message(),
+                ::testing::HasSubstr("limits.max_operations_per_second_per_identity: 1; "));
+  }
+  stream.stream->WritesDone();
+  EXPECT_THAT(stream.stream->Finish(), IsOk());
+  EXPECT_EQ(Counter("dedup_tasks_over_rate_total"), 3) << "the Query that opened it, the batch";
 }
 
 const auto kExecutionName = [](const ::testing::TestParamInfo<std::string>& info) {
