@@ -5,12 +5,14 @@
 // longer, never shorter, so none of them can fail for being slow.
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "prometheus/metric_family.h"
 #include "server/tenant_quota.h"
 #include "server/worker_pool.h"
@@ -296,12 +298,76 @@ TEST_P(TenantSlowRateTest, ACallBookedTooFarAheadIsRefusedAndOthersAreServed) {
   EXPECT_EQ(Counter("dedup_tasks_over_rate_total"), 3) << "the Query that opened it, the batch";
 }
 
+// One worker and a queue of two, of which waiting calls may take one, at
+// 100 operations a second: a paced call the pool has no room for is
+// refused, and its operations are given back to its identity's rate.
+class TenantRateFullPoolTest : public TenantRateTest {
+ protected:
+  TenantRateFullPoolTest() {
+    workers_ = 1;
+    extra_limits_ = "max_operations_per_second_per_identity: 100 max_queued_tasks: 2";
+  }
+};
+
+TEST_P(TenantRateFullPoolTest, ACallThePoolRefusesIsNotCharged) {
+  absl::Notification started, release;
+  ASSERT_EQ(server_->server().pool()->Submit([&] {
+    started.Notify();
+    release.WaitForNotification();
+  }),
+            WorkerPool::Admission::kQueued);
+  started.WaitForNotification();
+  // 20 operations queued (paid to 200 ms), then 20 more waiting for their
+  // time (100 ms; paid to 400 ms): the queue is full.
+  absl::Mutex mu;
+  int answered = 0;
+  std::vector<grpc::Status> held(2);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<v1::BatchRequest> requests = {Claims("q-", 20), Claims("w-", 20)};
+  std::vector<v1::BatchResponse> responses(2);
+  for (int i = 0; i < 2; ++i) {
+    contexts.push_back(ContextOf(kTokenA));
+    stub().async()->Batch(contexts[i].get(), &requests[i], &responses[i],
+                          [&, i](grpc::Status status) {
+                            absl::MutexLock lock(&mu);
+                            held[i] = std::move(status);
+                            ++answered;
+                          });
+    // Each admitted before the next is sent: the second is the one paced.
+    const auto admitted = [&] {
+      return i == 0 ? server_->server().tenants().tenants() > 0
+                    : Counter("dedup_tasks_paced_total") == 1;
+    };
+    while (!admitted()) absl::SleepFor(absl::Milliseconds(1));
+  }
+  // 100 more would start at 300 ms, but the queue has no room.
+  const grpc::Status refused = BatchAs(kTokenA, Claims("r-", 100));
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("worker queue is full"));
+  release.Notify();
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(
+        +[](int* n) { return *n == 2; }, &answered));
+    EXPECT_THAT(held[0], IsOk());
+    EXPECT_THAT(held[1], IsOk());
+  }
+  // Given back, A is paid to 400 ms and 30 more start by 300 ms. Charged,
+  // it would be paid to 1,400 ms, and they would be refused over the
+  // rate (so long as this point is reached within 800 ms).
+  EXPECT_THAT(BatchAs(kTokenA, Claims("c-", 30)), IsOk());
+  EXPECT_EQ(Counter("dedup_tasks_over_rate_total"), 0);
+}
+
 const auto kExecutionName = [](const ::testing::TestParamInfo<std::string>& info) {
   return info.param;
 };
 INSTANTIATE_TEST_SUITE_P(Execution, TenantRateTest, ::testing::Values("workers", "inline"),
                          kExecutionName);
 INSTANTIATE_TEST_SUITE_P(Execution, TenantSlowRateTest, ::testing::Values("workers", "inline"),
+                         kExecutionName);
+// The worker execution: every call goes through the pool.
+INSTANTIATE_TEST_SUITE_P(Execution, TenantRateFullPoolTest, ::testing::Values("workers"),
                          kExecutionName);
 
 }  // namespace
